@@ -1,0 +1,30 @@
+"""Differentiable stiff-contact simulation on MJX."""
+
+from bcg.sim.contact import (
+    ContactStiffness,
+    contact_jacobians,
+    contact_normal_forces,
+    equivalent_kappa,
+    impact_penetration,
+    resolve_stiffness,
+)
+from bcg.sim.model import ModelError, Sim, check_differentiable, load
+from bcg.sim.step import control_step, integrate_qpos, make_data, mean_data, normalize_quaternions
+
+__all__ = [
+    "ContactStiffness",
+    "ModelError",
+    "Sim",
+    "check_differentiable",
+    "contact_jacobians",
+    "contact_normal_forces",
+    "control_step",
+    "equivalent_kappa",
+    "impact_penetration",
+    "integrate_qpos",
+    "load",
+    "make_data",
+    "mean_data",
+    "normalize_quaternions",
+    "resolve_stiffness",
+]

@@ -1,0 +1,173 @@
+"""Loading an MJCF into a differentiable MJX simulator with a chosen contact stiffness.
+
+A :class:`Sim` holds the native ``mujoco.MjModel`` (used for evaluation and finite-difference
+references), the ``mjx.Model`` used for differentiable rollouts, and the control-step layout
+(``substeps`` physics steps per control step).
+
+Contact stiffness (see :mod:`bcg.sim.contact` for the mapping to the paper's kappa) is set by
+overriding every geom's ``solref`` time constant.
+
+Constraint solver and autodiff: MJX solves contact with a ``lax.while_loop`` unless
+``opt.iterations == 1``; reverse-mode autodiff cannot go through a while loop. We therefore run
+the differentiable model with **one Newton iteration per physics step**, warm-started from the
+previous step's accelerations (MuJoCo's own warm start), and a fixed-length line search (MJX
+implements it as a scan). The converged solution is tracked over time rather than within a step;
+``benchmarks/solver_error.py`` measures the trajectory error against native MuJoCo at full solver
+iterations. The native model keeps the MJCF's own solver settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+from pathlib import Path
+
+import mujoco
+import numpy as np
+
+from bcg.sim.contact import ContactStiffness, resolve_stiffness
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from mujoco import mjx
+
+
+class ModelError(ValueError):
+    """An MJCF could not be loaded or is not usable for differentiable simulation."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Sim:
+    """A model ready for differentiable (MJX) and native (MuJoCo) simulation.
+
+    Attributes:
+      mj_model: native model, the MJCF's solver settings, stiffness applied.
+      mjx_model: MJX model, ``opt.iterations = solver_iterations`` (1 by default).
+      substeps: physics steps per control step.
+      stiffness: the contact stiffness applied.
+      name: a label (file name or task name).
+    """
+
+    mj_model: mujoco.MjModel
+    mjx_model: mjx.Model
+    substeps: int
+    stiffness: ContactStiffness
+    name: str = "model"
+
+    @property
+    def physics_dt(self) -> float:
+        return float(self.mj_model.opt.timestep)
+
+    @property
+    def control_dt(self) -> float:
+        return self.physics_dt * self.substeps
+
+    @property
+    def nq(self) -> int:
+        return int(self.mj_model.nq)
+
+    @property
+    def nv(self) -> int:
+        return int(self.mj_model.nv)
+
+    @property
+    def nu(self) -> int:
+        return int(self.mj_model.nu)
+
+    def total_weight(self) -> float:
+        """Total weight m g of all bodies in newtons."""
+        g = float(np.linalg.norm(self.mj_model.opt.gravity))
+        return float(np.sum(self.mj_model.body_mass)) * g
+
+
+def _read_mjcf(mjcf: str | os.PathLike) -> mujoco.MjModel:
+    text = str(mjcf)
+    is_xml = text.lstrip().startswith("<")
+    try:
+        if is_xml:
+            return mujoco.MjModel.from_xml_string(text)
+        path = Path(mjcf)
+        if not path.exists():
+            raise ModelError(f"MJCF file not found: {path}")
+        if not path.is_file():
+            raise ModelError(f"MJCF path is not a file: {path}")
+        return mujoco.MjModel.from_xml_path(str(path))
+    except ModelError:
+        raise
+    except Exception as e:  # mujoco raises ValueError with the parser message
+        where = "MJCF string" if is_xml else f"MJCF file {mjcf}"
+        raise ModelError(f"could not parse {where}: {e}") from None
+
+
+def load(
+    mjcf: str | os.PathLike | mujoco.MjModel,
+    *,
+    stiffness: str | ContactStiffness | float = "stiff",
+    substeps: int = 4,
+    timestep: float | None = None,
+    solver_iterations: int = 1,
+    name: str | None = None,
+) -> Sim:
+    """Load an MJCF (path, XML string or MjModel) for differentiable simulation.
+
+    Args:
+      mjcf: path to an ``.xml`` file, an XML string, or an ``mujoco.MjModel``.
+      stiffness: ``"soft"`` (MuJoCo's default contact), ``"stiff"`` (time constant 2 physics
+        steps), ``"model"`` (keep the MJCF's solref), a number (solref time constant in seconds)
+        or a :class:`ContactStiffness`.
+      substeps: physics steps per control step (>= 1).
+      timestep: physics timestep override in seconds (default: the MJCF's).
+      solver_iterations: constraint-solver iterations in the MJX model. Must be 1 for
+        reverse-mode gradients (see module docstring); larger values give forward-only models.
+      name: label for reports.
+    """
+    if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or substeps < 1:
+        raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
+    if timestep is not None and not (np.isfinite(timestep) and timestep > 0):
+        raise ValueError(f"timestep must be a positive number of seconds, got {timestep!r}")
+    if int(solver_iterations) < 1:
+        raise ValueError(f"solver_iterations must be >= 1, got {solver_iterations!r}")
+
+    if isinstance(mjcf, mujoco.MjModel):
+        m = mjcf
+        label = name or "model"
+    else:
+        m = _read_mjcf(mjcf)
+        text = str(mjcf)
+        label = name or ("mjcf" if text.lstrip().startswith("<") else Path(text).stem)
+    m = _copy_model(m)
+    if timestep is not None:
+        m.opt.timestep = float(timestep)
+
+    stiff = resolve_stiffness(stiffness, m.opt.timestep)
+    stiff.apply(m)
+
+    mx_src = _copy_model(m)
+    mx_src.opt.iterations = int(solver_iterations)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mx = mjx.put_model(mx_src)
+    except NotImplementedError as e:
+        raise ModelError(f"{label}: MJX does not support a feature of this model: {e}") from None
+    except Exception as e:
+        raise ModelError(f"{label}: could not build the MJX model: {e}") from None
+    return Sim(mj_model=m, mjx_model=mx, substeps=int(substeps), stiffness=stiff, name=label)
+
+
+def _copy_model(m: mujoco.MjModel) -> mujoco.MjModel:
+    import copy
+
+    return copy.copy(m)
+
+
+def check_differentiable(sim: Sim) -> None:
+    """Raise a clear error if reverse-mode autodiff cannot pass through ``sim``'s solver."""
+    it = int(sim.mjx_model.opt.iterations)
+    if it != 1:
+        raise ModelError(
+            f"{sim.name}: opt.iterations = {it} makes MJX solve contact with lax.while_loop, "
+            "which reverse-mode autodiff cannot differentiate. Load it with "
+            "bcg.sim.load(..., solver_iterations=1) (the default) for gradients."
+        )

@@ -1,0 +1,95 @@
+"""The control step, state averaging and joint-space perturbation on MJX data.
+
+The simulator state is an ``mjx.Data``; only ``qpos, qvel, act, qacc_warmstart`` (and ``time``)
+carry information between steps, every other field is recomputed by ``mjx.step``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from bcg.sim.contact import contact_normal_forces
+from bcg.sim.model import Sim
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from mujoco import mjx
+    from mujoco.mjx._src import forward as _mjx_forward
+    from mujoco.mjx._src import scan as _mjx_scan
+
+STATE_FIELDS = ("qpos", "qvel", "act", "qacc_warmstart")
+
+
+def make_data(sim: Sim, qpos=None, qvel=None) -> mjx.Data:
+    """Initial MJX data at the model's reference pose (or the given qpos / qvel)."""
+    d = mjx.make_data(sim.mjx_model)
+    if qpos is not None:
+        d = d.replace(qpos=jnp.asarray(qpos, d.qpos.dtype))
+    if qvel is not None:
+        d = d.replace(qvel=jnp.asarray(qvel, d.qvel.dtype))
+    return d
+
+
+def control_step(sim: Sim, d: mjx.Data, ctrl) -> tuple[mjx.Data, jax.Array]:
+    """``sim.substeps`` physics steps with ``ctrl`` held.
+
+    Returns the new data and, per contact slot, the largest normal force seen over the
+    substeps (the trigger signal of BCG).
+    """
+    m = sim.mjx_model
+    if sim.nu:
+        d = d.replace(ctrl=jnp.asarray(ctrl, d.ctrl.dtype).reshape(d.ctrl.shape))
+
+    def body(carry, _):
+        dd, fmax = carry
+        dd = mjx.step(m, dd)
+        fmax = jnp.maximum(fmax, contact_normal_forces(m, dd))
+        return (dd, fmax), None
+
+    ncon = np.asarray(d._impl.contact.efc_address).shape[0]
+    (d, fmax), _ = jax.lax.scan(body, (d, jnp.zeros((ncon,), d.qpos.dtype)), None, sim.substeps)
+    return d, fmax
+
+
+def _quat_slices(mj_model: mujoco.MjModel) -> list[tuple[int, int]]:
+    out = []
+    for j in range(mj_model.njnt):
+        t = mj_model.jnt_type[j]
+        a = int(mj_model.jnt_qposadr[j])
+        if t == mujoco.mjtJoint.mjJNT_FREE:
+            out.append((a + 3, a + 7))
+        elif t == mujoco.mjtJoint.mjJNT_BALL:
+            out.append((a, a + 4))
+    return out
+
+
+def normalize_quaternions(sim: Sim, qpos: jax.Array) -> jax.Array:
+    """Re-normalise the quaternion blocks (free and ball joints) of ``qpos`` (last axis)."""
+    for a, b in _quat_slices(sim.mj_model):
+        q = qpos[..., a:b]
+        qpos = qpos.at[..., a:b].set(q / jnp.linalg.norm(q, axis=-1, keepdims=True))
+    return qpos
+
+
+def mean_data(sim: Sim, batch: mjx.Data) -> mjx.Data:
+    """Arithmetic mean over the leading (branch) axis of the state fields, quaternions
+    re-normalised: ``x_bar = (1/B) sum_i x_i``. Other fields are taken from branch 0."""
+    first = jax.tree_util.tree_map(lambda x: x[0], batch)
+    upd = {f: jnp.mean(getattr(batch, f), axis=0) for f in STATE_FIELDS}
+    upd["qpos"] = normalize_quaternions(sim, upd["qpos"])
+    return first.replace(**upd)
+
+
+def integrate_qpos(sim: Sim, qpos: jax.Array, dq: jax.Array) -> jax.Array:
+    """``qpos (+) dq``: MuJoCo's mj_integratePos with unit time (quaternions exponentiated)."""
+    m = sim.mjx_model
+
+    def fn(jnt_typ, q, v):
+        return _mjx_forward._integrate_pos(jnt_typ, q, v, 1.0)
+
+    return _mjx_scan.flat(m, fn, "jqv", "q", m.jnt_type, qpos, dq)
