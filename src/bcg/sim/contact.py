@@ -49,16 +49,24 @@ class ContactStiffness:
             m.pair_solref[:, 1] = self.dampratio
 
 
-def resolve_stiffness(spec, physics_dt: float) -> ContactStiffness:
-    """Turn ``"soft" | "stiff" | "model" | float | ContactStiffness`` into a ContactStiffness."""
+def resolve_stiffness(spec, physics_dt: float, dampratio: float = 1.0) -> ContactStiffness:
+    """Turn ``"soft" | "stiff" | "model" | float | ContactStiffness`` into a ContactStiffness.
+
+    ``dampratio`` is the solref damping ratio applied with a named or numeric stiffness (1.0 is
+    critical damping; lower values make contacts bounce). A :class:`ContactStiffness` keeps its
+    own dampratio.
+    """
     if isinstance(spec, ContactStiffness):
         return spec
+    if not (np.isfinite(dampratio) and dampratio > 0):
+        raise ValueError(f"contact dampratio must be > 0, got {dampratio!r}")
+    zeta = float(dampratio)
     if isinstance(spec, str):
         key = spec.lower()
         if key == "soft":
-            return ContactStiffness(SOFT_TIMECONST, 1.0, "soft")
+            return ContactStiffness(SOFT_TIMECONST, zeta, "soft")
         if key == "stiff":
-            return ContactStiffness(2.0 * physics_dt, 1.0, "stiff")
+            return ContactStiffness(2.0 * physics_dt, zeta, "stiff")
         if key == "model":
             return ContactStiffness(None, 1.0, "model")
         raise ValueError(
@@ -76,7 +84,7 @@ def resolve_stiffness(spec, physics_dt: float) -> ContactStiffness:
             f"contact time constant {tc} s is below 2 x physics timestep ({2 * physics_dt} s); "
             "MuJoCo would clamp it. Use a smaller timestep for stiffer contact."
         )
-    return ContactStiffness(tc, 1.0, f"tc={tc:g}")
+    return ContactStiffness(tc, zeta, f"tc={tc:g}")
 
 
 def impact_penetration(

@@ -108,6 +108,7 @@ def load(
     timestep: float | None = None,
     solver_iterations: int = 1,
     name: str | None = None,
+    dampratio: float = 1.0,
 ) -> Sim:
     """Load an MJCF (path, XML string or MjModel) for differentiable simulation.
 
@@ -121,6 +122,9 @@ def load(
       solver_iterations: constraint-solver iterations in the MJX model. Must be 1 for
         reverse-mode gradients (see module docstring); larger values give forward-only models.
       name: label for reports.
+      dampratio: solref damping ratio applied with a named or numeric ``stiffness`` (1.0:
+        critical damping, the default; < 1 lets contacts bounce). Ignored for ``"model"`` and
+        for a :class:`ContactStiffness`, which carries its own.
     """
     if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or substeps < 1:
         raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
@@ -140,7 +144,7 @@ def load(
     if timestep is not None:
         m.opt.timestep = float(timestep)
 
-    stiff = resolve_stiffness(stiffness, m.opt.timestep)
+    stiff = resolve_stiffness(stiffness, m.opt.timestep, dampratio)
     stiff.apply(m)
 
     mx_src = _copy_model(m)

@@ -1,0 +1,297 @@
+"""The gradient report: how bad are the gradients of a rollout objective on this model?
+
+For a batch of N randomly perturbed initial states x0_b, every estimator gives per-sample
+gradients g_b = dJ_b/dtheta of the default objective (:mod:`bcg.diagnostics.objective`), with
+theta = (initial velocity of the target body, open-loop controls). The report gives, per
+estimator:
+
+* ``mean``: (1/N) sum_b g_b, per component;
+* ``summed_variance``: sum_j Var_b(g_bj) (sample variance, ddof 1), the paper's
+  gradient-variance metric, with a bootstrap interval (resampling the N samples);
+* ``cosine_to_reference``: cos(mean, g_ref), g_ref = d/dtheta E_b[J_b] computed independently
+  by native MuJoCo finite differences (:mod:`bcg.diagnostics.reference`);
+* ``triggered_fraction``: fraction of env-steps whose contact normal force exceeded tau
+  (for ``bcg``: that started a bundle); ``bundled_fraction``; ``overflow``;
+* ``nan_count``: non-finite gradient entries;
+* ``time_ratio_vs_analytic``: median wall time of the compiled gradient over the analytic one,
+  measured in the same run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcg import estimators as E
+from bcg.diagnostics.objective import ObjectiveSpec, default_objective
+from bcg.diagnostics.reference import reference_gradient
+from bcg.sim.model import Sim, check_differentiable
+from bcg.sim.step import make_data
+
+
+@dataclasses.dataclass(frozen=True)
+class GradProblem:
+    """A batch of initial states and an open-loop control sequence on a model."""
+
+    sim: Sim
+    spec: ObjectiveSpec
+    qpos0: np.ndarray  # (N, nq)
+    qvel0: np.ndarray  # (N, nv)
+    ctrl: np.ndarray  # (T, nu)
+    center: tuple = (None, None)  # (qpos, qvel) the batch is drawn around
+    noise: tuple = (0.01, 0.05)  # (qpos_noise, qvel_noise)
+    seed: int = 0
+
+    def more_states(self, n: int, seed: int):
+        """n further initial states from the same distribution (for the reference)."""
+        return random_initial_states(self.sim, n, seed, *self.noise, *self.center)
+
+    @property
+    def batch(self) -> int:
+        return self.qpos0.shape[0]
+
+    @property
+    def horizon(self) -> int:
+        return self.ctrl.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return len(self.spec.vel_dofs) + self.ctrl.size
+
+    def with_sim(self, sim: Sim) -> GradProblem:
+        return dataclasses.replace(self, sim=sim)
+
+
+def random_initial_states(
+    sim: Sim, n: int, seed: int, qpos_noise: float, qvel_noise: float, qpos=None, qvel=None
+):
+    """x0_b = (qpos (+) noise, qvel + noise) around the first keyframe (or qpos0)."""
+    m = sim.mj_model
+    if qpos is None:
+        qpos = m.key_qpos[0] if m.nkey else m.qpos0
+        qvel = m.key_qvel[0] if m.nkey else np.zeros(m.nv)
+    rng = np.random.default_rng(seed)
+    import mujoco
+
+    qp = np.tile(np.asarray(qpos, float), (n, 1))
+    for b in range(n):
+        mujoco.mj_integratePos(m, qp[b], qpos_noise * rng.standard_normal(m.nv), 1.0)
+    qv = np.tile(np.asarray(qvel, float), (n, 1)) + qvel_noise * rng.standard_normal((n, m.nv))
+    return qp, qv
+
+
+def make_problem(
+    sim: Sim,
+    *,
+    batch: int,
+    horizon: int,
+    seed: int = 0,
+    qpos_noise=0.01,
+    qvel_noise=0.05,
+    ctrl=None,
+    qpos=None,
+    qvel=None,
+) -> GradProblem:
+    if batch < 2:
+        raise ValueError(f"batch must be >= 2 to estimate a variance, got {batch}")
+    if horizon < 1:
+        raise ValueError(f"horizon must be >= 1 control step, got {horizon}")
+    spec = default_objective(sim.mj_model)
+    qp, qv = random_initial_states(sim, batch, seed, qpos_noise, qvel_noise, qpos, qvel)
+    u = np.zeros((horizon, sim.nu)) if ctrl is None else np.asarray(ctrl, float)
+    if u.shape != (horizon, sim.nu):
+        raise ValueError(f"ctrl must have shape (horizon, nu) = {(horizon, sim.nu)}, got {u.shape}")
+    return GradProblem(sim, spec, qp, qv, u, (qpos, qvel), (qpos_noise, qvel_noise), seed)
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def _objective_fn(problem: GradProblem, est):
+    """fn(mx, theta (N, dim), key) -> (sum_b J_b, (J, stats)) for a step-level estimator."""
+    sim, spec = problem.sim, problem.spec
+    k = len(spec.vel_dofs)
+    T, nu = problem.ctrl.shape
+    template = make_data(sim)
+    dofs = jnp.asarray(spec.vel_dofs)
+
+    def fn(mx, theta, qpos0, qvel0, ctrl, key):
+        s = dataclasses.replace(sim, mjx_model=mx)
+        N = theta.shape[0]
+        d0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (N,) + x.shape), template)
+        d0 = d0.replace(qpos=qpos0, qvel=qvel0.at[:, dofs].add(theta[:, :k]))
+        u = ctrl[None] + theta[:, k:].reshape(N, T, nu)
+        dT, stats = E.rollout(s, est, d0, jnp.swapaxes(u, 0, 1), key)
+        J = spec.value(dT.qpos, dT.qvel)
+        return jnp.sum(J), (J, stats)
+
+    return fn
+
+
+def gradient_function(problem: GradProblem, est):
+    """Compiled g(mx, qpos0, qvel0, ctrl, key) -> (G (N, dim), J (N,), stats)."""
+    fn = _objective_fn(problem, est if not isinstance(est, E.ObjectiveLevel) else E.PlainStep())
+    dim = problem.dim
+
+    if isinstance(est, E.ObjectiveLevel):
+
+        def g(mx, qpos0, qvel0, ctrl, key):
+            N = qpos0.shape[0]
+            keys = jax.random.split(key, N)
+
+            def smoothed(t, q, v, kb):  # est applied to theta -> J_b(theta) of one sample
+                def Jb(th):
+                    return fn(mx, th[None], q[None], v[None], ctrl, kb)[0]
+
+                return est.transform(Jb, t, kb)
+
+            def total(th):
+                return jnp.sum(jax.vmap(smoothed)(th, qpos0, qvel0, keys))
+
+            theta = jnp.zeros((N, dim), qpos0.dtype)
+            G = jax.grad(total)(theta)
+            _, (J, stats) = fn(mx, theta, qpos0, qvel0, ctrl, key)
+            return G, J, stats
+
+        return jax.jit(g)
+
+    def g(mx, qpos0, qvel0, ctrl, key):
+        theta = jnp.zeros((qpos0.shape[0], dim), qpos0.dtype)
+        G, (J, stats) = jax.grad(fn, argnums=1, has_aux=True)(mx, theta, qpos0, qvel0, ctrl, key)
+        return G, J, stats
+
+    return jax.jit(g)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def summed_variance(G: np.ndarray) -> float:
+    """sum_j Var_b(G_bj), ddof = 1."""
+    return float(np.sum(np.var(G, axis=0, ddof=1)))
+
+
+def bootstrap_interval(G: np.ndarray, n_resamples: int = 4000, seed: int = 0, level=0.95):
+    """Percentile bootstrap interval of :func:`summed_variance` over the N samples."""
+    rng = np.random.default_rng(seed)
+    N = G.shape[0]
+    idx = rng.integers(0, N, size=(n_resamples, N))
+    S = G[idx]  # (R, N, dim)
+    vals = np.sum(np.var(S, axis=1, ddof=1), axis=-1)
+    lo, hi = np.percentile(vals, [50 * (1 - level), 50 * (1 + level)])
+    return float(lo), float(hi)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    na, nb = np.linalg.norm(a), np.linalg.norm(b)
+    if not (np.isfinite(na) and np.isfinite(nb)) or na == 0 or nb == 0:
+        return float("nan")
+    return float(np.dot(a, b) / (na * nb))
+
+
+def _time(f, *args, repeats=3):
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def run_report(
+    problem: GradProblem,
+    estimators: dict,
+    *,
+    seed: int = 0,
+    reference=True,
+    ref_batch_factor: int = 4,
+    h_vel=1e-2,
+    h_ctrl=1e-2,
+    repeats: int = 3,
+    progress=None,
+) -> dict:
+    """Run every estimator on ``problem`` and collect the statistics (a JSON-able dict).
+
+    ``estimators`` maps a label to an estimator object (see :func:`bcg.estimators.make`);
+    ``analytic`` is always included (it is the time unit).
+    """
+    check_differentiable(problem.sim)
+    if "analytic" not in estimators:
+        estimators = {"analytic": E.make("analytic"), **estimators}
+    mx = problem.sim.mjx_model
+    args = (
+        mx,
+        jnp.asarray(problem.qpos0),
+        jnp.asarray(problem.qvel0),
+        jnp.asarray(problem.ctrl),
+        jax.random.PRNGKey(seed),
+    )
+    out = {
+        "model": problem.sim.name,
+        "stiffness": problem.sim.stiffness.label,
+        "timeconst": problem.sim.stiffness.timeconst,
+        "batch": problem.batch,
+        "horizon": problem.horizon,
+        "substeps": problem.sim.substeps,
+        "physics_dt": problem.sim.physics_dt,
+        "target_body": problem.spec.body_name,
+        "theta_dim": problem.dim,
+        "estimators": {},
+    }
+    ref = None
+    if reference:
+        ref = _reference(problem, seed, ref_batch_factor, h_vel, h_ctrl)
+        out["reference"] = {
+            "gradient": ref.tolist(),
+            "batch": problem.batch * ref_batch_factor,
+            "method": "native MuJoCo central FD of the Monte-Carlo mean",
+        }
+    times = {}
+    for label, est in estimators.items():
+        if progress:
+            progress(f"{label}: compiling")
+        f = gradient_function(problem, est)
+        t0 = time.perf_counter()
+        G, J, stats = jax.block_until_ready(f(*args))
+        compile_s = time.perf_counter() - t0
+        times[label] = _time(f, *args, repeats=repeats)
+        G = np.asarray(G)
+        nan = int(np.sum(~np.isfinite(G)))
+        Gf = np.where(np.isfinite(G), G, 0.0) if nan else G
+        env_steps = problem.batch * problem.horizon
+        lo, hi = bootstrap_interval(Gf, seed=seed)
+        out["estimators"][label] = {
+            "mean": Gf.mean(0).tolist(),
+            "summed_variance": summed_variance(Gf),
+            "summed_variance_ci95": [lo, hi],
+            "cosine_to_reference": cosine(Gf.mean(0), ref) if ref is not None else None,
+            "triggered_fraction": float(np.sum(stats.triggered)) / env_steps,
+            "bundled_fraction": float(np.sum(stats.bundled)) / env_steps,
+            "overflow": int(np.sum(stats.overflow)),
+            "nan_count": nan,
+            "objective_mean": float(np.mean(np.asarray(J))),
+            "seconds": times[label],
+            "compile_seconds": compile_s,
+        }
+        if progress:
+            progress(f"{label}: done ({times[label]:.3f} s/gradient)")
+    for label, r in out["estimators"].items():
+        r["time_ratio_vs_analytic"] = times[label] / times["analytic"]
+    return out
+
+
+def _reference(problem: GradProblem, seed, factor, h_vel, h_ctrl) -> np.ndarray:
+    """Native-MuJoCo FD gradient of the MC mean over a larger batch of the same distribution."""
+    p = problem
+    if factor > 1:
+        extra_q, extra_v = p.more_states(p.batch * (factor - 1), p.seed + 7919)
+        qp = np.concatenate([p.qpos0, extra_q])
+        qv = np.concatenate([p.qvel0, extra_v])
+    else:
+        qp, qv = p.qpos0, p.qvel0
+    r = reference_gradient(p.sim, p.spec, qp, qv, p.ctrl, h_vel=h_vel, h_ctrl=h_ctrl)
+    return np.concatenate([np.ravel(r["grad_vel"]), np.ravel(r["grad_ctrl"])])

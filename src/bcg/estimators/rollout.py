@@ -1,0 +1,97 @@
+"""Batched differentiable rollouts with a pluggable step estimator (diffrax style: the
+gradient method is an argument).
+
+A *step estimator* has ``init(sim, data) -> carry``, ``step(sim, carry, ctrl, key) ->
+(carry, StepStats)`` over a batch of environments, and ``state(carry) -> mjx.Data``.
+
+* :class:`PlainStep` wraps the control step x' = F(x, u), optionally through a generic smoothing
+  transform ``est(f, x, key)`` of :mod:`bcg.estimators.smoothing` (e.g. the global bundle of
+  Suh et al. applied at every step). ``PlainStep()`` is the analytic gradient.
+* :class:`bcg.estimators.bcg.BCG` bundles only at stiff contact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from bcg.estimators.bcg import TAU_AUTO_WEIGHT_FACTOR, StepStats
+from bcg.sim.model import Sim
+from bcg.sim.step import control_step, normalize_quaternions
+
+
+@dataclasses.dataclass(frozen=True)
+class PlainStep:
+    """x_{t+1} = F(x_t, u_t) per environment, or est(F, (x_t, u_t), key) if a transform is given.
+
+    The transform sees x = {qpos, qvel, ctrl} and returns {qpos, qvel, act, qacc_warmstart};
+    quaternions are re-normalised before stepping so that position noise is admissible.
+    """
+
+    transform: Callable | None = None
+    name: str = "analytic"
+    tau: float | str = "auto"  # only for the statistics: env-steps with contact force > tau
+
+    def init(self, sim: Sim, data):
+        return data
+
+    def step(self, sim: Sim, data, ctrl, key):
+        E = data.qpos.shape[0]
+        keys = jax.random.split(key, E)
+
+        def one(d, u, k):
+            fmaxes = []
+
+            def f(x):
+                dd = d.replace(qpos=normalize_quaternions(sim, x["qpos"]), qvel=x["qvel"])
+                out, fmax = control_step(sim, dd, x["ctrl"])
+                fmaxes.append(fmax)
+                return {
+                    "qpos": out.qpos,
+                    "qvel": out.qvel,
+                    "act": out.act,
+                    "qacc_warmstart": out.qacc_warmstart,
+                }
+
+            x = {"qpos": d.qpos, "qvel": d.qvel, "ctrl": jnp.asarray(u, d.qpos.dtype)}
+            y = f(x) if self.transform is None else self.transform(f, x, k)
+            stiff = jnp.max(fmaxes[0], initial=0.0) > tau
+            return d.replace(time=d.time + sim.control_dt, **y), stiff
+
+        tau = TAU_AUTO_WEIGHT_FACTOR * sim.total_weight() if self.tau == "auto" else self.tau
+        new, stiff = jax.vmap(one)(data, ctrl, keys)
+        zero = jnp.zeros((), jnp.int32)
+        return new, StepStats(jnp.sum(stiff).astype(jnp.int32), zero, zero)
+
+    @staticmethod
+    def state(carry):
+        return carry
+
+
+def rollout(sim: Sim, estimator, data0, ctrls, key, *, checkpoint: bool = True):
+    """Roll a batch of E environments T control steps under open-loop controls.
+
+    Args:
+      data0: batched ``mjx.Data`` (leading axis E).
+      ctrls: (T, E, nu) controls (nu may be 0).
+      key: PRNG key (split per step).
+      checkpoint: rematerialise each step in the backward pass (bounds memory to one step).
+
+    Returns:
+      (final data, StepStats with a leading T axis).
+    """
+    T = ctrls.shape[0]
+
+    def body(carry, xs):
+        u, k = xs
+        return estimator.step(sim, carry, u, k)
+
+    if checkpoint:
+        body = jax.checkpoint(body)
+    carry0 = estimator.init(sim, data0)
+    keys = jax.random.split(key, T)
+    carry, stats = jax.lax.scan(body, carry0, (ctrls, keys))
+    return estimator.state(carry), stats
