@@ -1,0 +1,123 @@
+"""Contact-local cost of BCG: gradient time relative to analytic vs the fraction of env-steps
+that bundle, for the naive per-environment select and for compaction into C slots.
+
+A batch of E spheres: a chosen number of them are thrown at the floor (they hit it once and
+trigger a bundle), the rest fly freely and never touch it. All timings are of the compiled
+value-and-grad of the summed final heights w.r.t. the initial velocities, in the same run.
+
+    python benchmarks/contact_local_cost.py [--envs 64] [--horizon 20] [--hits 0,2,6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))
+
+from bcg import estimators as E  # noqa: E402
+from bcg.sim import load, make_data  # noqa: E402
+
+XML = """<mujoco><option timestep="0.005"/><worldbody>
+<geom type="plane" size="50 50 .1"/>
+<body pos="0 0 1"><freejoint/><geom type="sphere" size=".1" mass="1"/></body>
+</worldbody></mujoco>"""
+
+
+def batch_data(sim, n_env, n_hit, seed=0):
+    rng = np.random.default_rng(seed)
+    qpos = np.tile(sim.mj_model.qpos0, (n_env, 1))
+    qvel = np.zeros((n_env, 6))
+    qpos[:, 2] = 3.0  # flying: high above the floor, moving up
+    qvel[:, 2] = 1.0
+    qpos[:n_hit, 2] = 0.1 + 0.05 + 0.02 * rng.random(n_hit)  # hitting: just above the floor
+    qvel[:n_hit, 2] = -1.5
+    qvel[:, 0] = 0.5
+    tmpl = make_data(sim)
+    d = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n_env,) + x.shape), tmpl)
+    return d.replace(qpos=jnp.asarray(qpos), qvel=jnp.asarray(qvel))
+
+
+def timed_grad(sim, est, d0, T, repeats):
+    ctrls = jnp.zeros((T, d0.qpos.shape[0], 0))
+
+    def loss(dv):
+        dT, st = E.rollout(sim, est, d0.replace(qvel=d0.qvel + dv), ctrls, jax.random.PRNGKey(0))
+        return jnp.sum(dT.qpos[:, 2]), st
+
+    f = jax.jit(jax.value_and_grad(loss, has_aux=True))
+    x = jnp.zeros_like(d0.qvel)
+    t0 = time.perf_counter()
+    (v, st), g = jax.block_until_ready(f(x))
+    compile_s = time.perf_counter() - t0
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(f(x))
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts)), compile_s, st, np.asarray(g)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--envs", type=int, default=64)
+    ap.add_argument("--horizon", type=int, default=20)
+    ap.add_argument("--hits", default="0,2,6", help="comma list: envs thrown at the floor")
+    ap.add_argument("--branches", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--naive", action="store_true", help="also time the naive per-env select")
+    args = ap.parse_args(argv)
+    print("command: python " + " ".join(sys.argv))
+    sim = load(XML, stiffness="stiff", name="balls")
+    rows = []
+    for n_hit in [int(h) for h in args.hits.split(",")]:
+        d0 = batch_data(sim, args.envs, n_hit)
+        t_an, c_an, st_an, _ = timed_grad(sim, E.make("analytic"), d0, args.horizon, args.repeats)
+        stiff_frac = float(np.sum(st_an.triggered)) / (args.envs * args.horizon)
+        cap = max(1, math.ceil(1.0 * n_hit))  # slots: the number of envs that can hit at once
+        est = E.make("bcg", num_branches=args.branches, capacity=cap)
+        t_c, c_c, st, g = timed_grad(sim, est, d0, args.horizon, args.repeats)
+        env_steps = args.envs * args.horizon
+        row = {
+            "hitting_envs": n_hit,
+            "triggered_fraction": float(np.sum(st.triggered)) / env_steps,
+            "bundled_fraction": float(np.sum(st.bundled)) / env_steps,
+            "stiff_fraction_analytic": stiff_frac,
+            "capacity": cap,
+            "overflow": int(np.sum(st.overflow)),
+            "ratio_compacted": t_c / t_an,
+            "nan": int(np.sum(~np.isfinite(g))),
+            "compile_analytic_s": c_an,
+            "compile_bcg_s": c_c,
+        }
+        if args.naive:
+            t_n, c_n, _, _ = timed_grad(
+                sim, E.make("bcg", num_branches=args.branches), d0, args.horizon, args.repeats
+            )
+            row["ratio_naive"] = t_n / t_an
+        rows.append(row)
+        print(row, flush=True)
+    print()
+    print("| hitting envs | triggered | bundled | slots C | overflow | compacted / analytic |"
+          + (" naive / analytic |" if args.naive else ""))
+    print("|---|---|---|---|---|---|" + ("---|" if args.naive else ""))
+    for r in rows:
+        line = (f"| {r['hitting_envs']}/{args.envs} | {100 * r['triggered_fraction']:.1f}% | "
+                f"{100 * r['bundled_fraction']:.1f}% | {r['capacity']} | {r['overflow']} | "
+                f"{r['ratio_compacted']:.2f}x |")
+        if args.naive:
+            line += f" {r['ratio_naive']:.2f}x |"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
