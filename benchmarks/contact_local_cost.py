@@ -107,13 +107,17 @@ def main(argv=None):
         rows.append(row)
         print(row, flush=True)
     print()
-    print("| hitting envs | triggered | bundled | slots C | overflow | compacted / analytic |"
-          + (" naive / analytic |" if args.naive else ""))
+    print(
+        "| hitting envs | triggered | bundled | slots C | overflow | compacted / analytic |"
+        + (" naive / analytic |" if args.naive else "")
+    )
     print("|---|---|---|---|---|---|" + ("---|" if args.naive else ""))
     for r in rows:
-        line = (f"| {r['hitting_envs']}/{args.envs} | {100 * r['triggered_fraction']:.1f}% | "
-                f"{100 * r['bundled_fraction']:.1f}% | {r['capacity']} | {r['overflow']} | "
-                f"{r['ratio_compacted']:.2f}x |")
+        line = (
+            f"| {r['hitting_envs']}/{args.envs} | {100 * r['triggered_fraction']:.1f}% | "
+            f"{100 * r['bundled_fraction']:.1f}% | {r['capacity']} | {r['overflow']} | "
+            f"{r['ratio_compacted']:.2f}x |"
+        )
         if args.naive:
             line += f" {r['ratio_naive']:.2f}x |"
         print(line)

@@ -27,7 +27,8 @@ from bcg.sim.step import control_step, normalize_quaternions
 class PlainStep:
     """x_{t+1} = F(x_t, u_t) per environment, or est(F, (x_t, u_t), key) if a transform is given.
 
-    The transform sees x = {qpos, qvel, ctrl} and returns {qpos, qvel, act, qacc_warmstart};
+    The transform sees x = {qpos, qvel, ctrl} and returns {qpos, qvel, act, qacc_warmstart}
+    (and the per-contact peak normal force ``fmax``, for the statistics only);
     quaternions are re-normalised before stepping so that position noise is admissible.
     """
 
@@ -43,13 +44,11 @@ class PlainStep:
         keys = jax.random.split(key, E)
 
         def one(d, u, k):
-            fmaxes = []
-
             def f(x):
                 dd = d.replace(qpos=normalize_quaternions(sim, x["qpos"]), qvel=x["qvel"])
                 out, fmax = control_step(sim, dd, x["ctrl"])
-                fmaxes.append(fmax)
                 return {
+                    "fmax": fmax,
                     "qpos": out.qpos,
                     "qvel": out.qvel,
                     "act": out.act,
@@ -58,7 +57,8 @@ class PlainStep:
 
             x = {"qpos": d.qpos, "qvel": d.qvel, "ctrl": jnp.asarray(u, d.qpos.dtype)}
             y = f(x) if self.transform is None else self.transform(f, x, k)
-            stiff = jnp.max(fmaxes[0], initial=0.0) > tau
+            fmax = jax.lax.stop_gradient(y.pop("fmax"))
+            stiff = jnp.max(fmax, initial=0.0) > tau
             return d.replace(time=d.time + sim.control_dt, **y), stiff
 
         tau = TAU_AUTO_WEIGHT_FACTOR * sim.total_weight() if self.tau == "auto" else self.tau

@@ -8,12 +8,19 @@ Contact stiffness (see :mod:`bcg.sim.contact` for the mapping to the paper's kap
 overriding every geom's ``solref`` time constant.
 
 Constraint solver and autodiff: MJX solves contact with a ``lax.while_loop`` unless
-``opt.iterations == 1``; reverse-mode autodiff cannot go through a while loop. We therefore run
-the differentiable model with **one Newton iteration per physics step**, warm-started from the
-previous step's accelerations (MuJoCo's own warm start), and a fixed-length line search (MJX
-implements it as a scan). The converged solution is tracked over time rather than within a step;
-``benchmarks/solver_error.py`` measures the trajectory error against native MuJoCo at full solver
-iterations. The native model keeps the MJCF's own solver settings.
+``opt.iterations == 1``; reverse-mode autodiff cannot go through a while loop. Every MJX step of
+bcg runs :func:`bcg.sim.solver.scan_solve`, the same solver as a **fixed-length scan** of
+``solver_iterations`` iterations (default 1: one warm-started Newton iteration with a
+``ls_iterations``-step line search). One iteration is exact for frictionless impacts and resting
+contact and is the cheapest; frictional sliding needs more (``benchmarks/solver_error.py``
+measures the trajectory error against native MuJoCo at full iterations: a box sliding at
+1.5 m/s is 85-100 mm off after 1 s at 1 iteration, 0-1.4 mm at 4). The native model keeps the
+MJCF's own solver settings.
+
+MJX's Euler integrator re-solves ``(M + h D) qacc = qfrc_smooth + qfrc_constraint`` for implicit
+damping; with an unconverged solver this differs from the solver's ``qacc`` even without damping.
+Models without joint damping therefore get ``mjDSBL_EULERDAMP`` in the MJX model (identical to
+native MuJoCo, which skips that solve when there is no damping).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ import mujoco
 import numpy as np
 
 from bcg.sim.contact import ContactStiffness, resolve_stiffness
+from bcg.sim.solver import MAX_SCAN_ITERATIONS
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -106,7 +114,8 @@ def load(
     stiffness: str | ContactStiffness | float = "stiff",
     substeps: int = 4,
     timestep: float | None = None,
-    solver_iterations: int = 1,
+    solver_iterations: int | str = 1,
+    ls_iterations: int | None = None,
     name: str | None = None,
     dampratio: float = 1.0,
 ) -> Sim:
@@ -119,8 +128,10 @@ def load(
         or a :class:`ContactStiffness`.
       substeps: physics steps per control step (>= 1).
       timestep: physics timestep override in seconds (default: the MJCF's).
-      solver_iterations: constraint-solver iterations in the MJX model. Must be 1 for
-        reverse-mode gradients (see module docstring); larger values give forward-only models.
+      solver_iterations: constraint-solver iterations of the MJX model, 1 to
+        ``MAX_SCAN_ITERATIONS`` (a fixed-length differentiable scan, see module docstring), or
+        ``"model"`` to keep the MJCF's (an error if above the maximum).
+      ls_iterations: line-search iterations of the MJX model (default: the MJCF's, at most 8).
       name: label for reports.
       dampratio: solref damping ratio applied with a named or numeric ``stiffness`` (1.0:
         critical damping, the default; < 1 lets contacts bounce). Ignored for ``"model"`` and
@@ -130,8 +141,6 @@ def load(
         raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
     if timestep is not None and not (np.isfinite(timestep) and timestep > 0):
         raise ValueError(f"timestep must be a positive number of seconds, got {timestep!r}")
-    if int(solver_iterations) < 1:
-        raise ValueError(f"solver_iterations must be >= 1, got {solver_iterations!r}")
 
     if isinstance(mjcf, mujoco.MjModel):
         m = mjcf
@@ -148,7 +157,19 @@ def load(
     stiff.apply(m)
 
     mx_src = _copy_model(m)
-    mx_src.opt.iterations = int(solver_iterations)
+    its = int(m.opt.iterations) if solver_iterations == "model" else solver_iterations
+    if isinstance(its, bool) or not isinstance(its, (int, np.integer)) or its < 1:
+        raise ValueError(f"solver_iterations must be an integer >= 1, got {solver_iterations!r}")
+    if its > MAX_SCAN_ITERATIONS:
+        raise ModelError(
+            f"{label}: opt.iterations = {its}: MJX would solve contact with lax.while_loop, which "
+            "reverse-mode autodiff cannot differentiate, and a fixed-length scan of that many "
+            f"iterations is too slow. Use solver_iterations between 1 and {MAX_SCAN_ITERATIONS}."
+        )
+    mx_src.opt.iterations = int(its)
+    mx_src.opt.ls_iterations = int(ls_iterations or min(int(m.opt.ls_iterations), 8))
+    if not np.any(m.dof_damping):
+        mx_src.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -169,9 +190,10 @@ def _copy_model(m: mujoco.MjModel) -> mujoco.MjModel:
 def check_differentiable(sim: Sim) -> None:
     """Raise a clear error if reverse-mode autodiff cannot pass through ``sim``'s solver."""
     it = int(sim.mjx_model.opt.iterations)
-    if it != 1:
+    if it > MAX_SCAN_ITERATIONS:
         raise ModelError(
-            f"{sim.name}: opt.iterations = {it} makes MJX solve contact with lax.while_loop, "
-            "which reverse-mode autodiff cannot differentiate. Load it with "
-            "bcg.sim.load(..., solver_iterations=1) (the default) for gradients."
+            f"{sim.name}: opt.iterations = {it}: MJX would solve contact with lax.while_loop, "
+            "which reverse-mode autodiff cannot differentiate, and a fixed-length scan of that "
+            "many iterations is too slow. Load it with bcg.sim.load(..., solver_iterations=1) "
+            f"(the default, up to {MAX_SCAN_ITERATIONS})."
         )

@@ -15,6 +15,7 @@ import numpy as np
 
 from bcg.sim.contact import contact_normal_forces
 from bcg.sim.model import Sim
+from bcg.sim.solver import differentiable_solver
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -52,7 +53,8 @@ def control_step(sim: Sim, d: mjx.Data, ctrl) -> tuple[mjx.Data, jax.Array]:
         return (dd, fmax), None
 
     ncon = np.asarray(d._impl.contact.efc_address).shape[0]
-    (d, fmax), _ = jax.lax.scan(body, (d, jnp.zeros((ncon,), d.qpos.dtype)), None, sim.substeps)
+    with differentiable_solver():
+        (d, fmax), _ = jax.lax.scan(body, (d, jnp.zeros((ncon,), d.qpos.dtype)), None, sim.substeps)
     return d, fmax
 
 

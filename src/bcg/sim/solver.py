@@ -1,0 +1,84 @@
+"""A reverse-mode differentiable MJX constraint solver: fixed-length scan of solver iterations.
+
+MJX's ``solver.solve`` runs its Newton / CG iterations in a ``lax.while_loop`` (unless
+``opt.iterations == 1``), which reverse-mode autodiff cannot differentiate. :func:`scan_solve`
+is the same algorithm (warm start, line search, Newton or Polak-Ribiere CG update, the same
+stopping test) with the loop written as a ``lax.scan`` of exactly ``opt.iterations`` steps whose
+body is a no-op once converged (MJX's own line search uses the same device). Its cost is
+``opt.iterations`` solver iterations per physics step whatever the convergence (under ``vmap``
+both sides of the no-op ``cond`` run), so keep ``iterations`` small: 1 to 8.
+
+:func:`differentiable_solver` swaps it in while a step is traced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import jax.numpy as jnp
+import mujoco
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from mujoco.mjx._src import solver as _mjx_solver
+    from mujoco.mjx._src.types import DisableBit, SolverType
+
+MAX_SCAN_ITERATIONS = 8
+_ORIGINAL_SOLVE = _mjx_solver.solve
+
+
+def scan_solve(m, d):
+    """MJX ``solve`` with its while loop replaced by a fixed-length scan (see module doc)."""
+    S = _mjx_solver
+
+    def cond(ctx):
+        improvement = S._rescale(m, d, ctx.prev_cost - ctx.cost)
+        gradient = S._rescale(m, d, S.math.norm(ctx.grad))
+        done = ctx.solver_niter >= m.opt.iterations
+        done |= improvement < m.opt.tolerance
+        done |= gradient < m.opt.tolerance
+        return ~done
+
+    def body(ctx):
+        ctx = S._linesearch(m, d, ctx)
+        prev_grad, prev_mgrad = ctx.grad, ctx.Mgrad
+        ctx = S._update_constraint(m, d, ctx)
+        ctx = S._update_gradient(m, d, ctx)
+        if m.opt.solver == SolverType.NEWTON:
+            search = -ctx.Mgrad
+        else:
+            beta = jnp.dot(ctx.grad, ctx.Mgrad - prev_mgrad)
+            beta = beta / jnp.maximum(mujoco.mjMINVAL, jnp.dot(prev_grad, prev_mgrad))
+            beta = jnp.maximum(0, beta)
+            search = -ctx.Mgrad + beta * ctx.search
+        return ctx.replace(search=search, solver_niter=ctx.solver_niter + 1)
+
+    qacc = d.qacc_smooth
+    if not m.opt.disableflags & DisableBit.WARMSTART:
+        warm = S.Context.create(m, d.replace(qacc=d.qacc_warmstart), grad=False)
+        smth = S.Context.create(m, d.replace(qacc=d.qacc_smooth), grad=False)
+        qacc = jnp.where(warm.cost < smth.cost, d.qacc_warmstart, d.qacc_smooth)
+    d = d.replace(qacc=qacc)
+    ctx = S.Context.create(m, d)
+    if m.opt.iterations == 1:
+        ctx = body(ctx)
+    else:
+        ctx = S._while_loop_scan(cond, body, ctx, m.opt.iterations)
+    return d.tree_replace(
+        {
+            "qfrc_constraint": ctx.qfrc_constraint,
+            "qacc": ctx.qacc,
+            "_impl.efc_force": ctx.efc_force,
+        }
+    )
+
+
+@contextlib.contextmanager
+def differentiable_solver():
+    """Within the block, MJX steps that are traced use :func:`scan_solve`."""
+    _mjx_solver.solve = scan_solve
+    try:
+        yield
+    finally:
+        _mjx_solver.solve = _ORIGINAL_SOLVE
