@@ -38,7 +38,7 @@ def _estimator_params(args) -> dict:
         p["bcg"]["capacity"] = int(c) if c >= 1 and c == int(c) else c
     for kv in args.param or []:
         if "=" not in kv or "." not in kv.split("=")[0]:
-            raise SystemExit(f"error: --param expects ESTIMATOR.NAME=VALUE, got {kv!r}")
+            raise ValueError(f"--param expects ESTIMATOR.NAME=VALUE, got {kv!r}")
         k, v = kv.split("=", 1)
         name, par = k.split(".", 1)
         try:
@@ -58,8 +58,21 @@ def cmd_grad(args) -> int:
     from bcg.envs import tasks
     from bcg.sim import load
 
+    # Validate everything (estimators, sizes, models, stiffnesses, problems) before the first
+    # JAX compile, so that a bad argument fails in a fraction of a second, not after minutes.
+    if args.batch < 2:
+        raise ValueError(f"--batch must be >= 2 to estimate a variance, got {args.batch}")
+    if args.horizon is not None and args.horizon < 1:
+        raise ValueError(f"--horizon must be >= 1 control step, got {args.horizon}")
     names = [n.strip() for n in args.estimators.split(",") if n.strip()]
+    if not names:
+        raise ValueError("--estimators is empty")
     params = _estimator_params(args)
+    bad = sorted(set(params) - set(E.NAMES))
+    if bad:
+        raise ValueError(
+            f"--param names unknown estimator(s) {bad}; choose from {', '.join(E.NAMES)}"
+        )
     ests = {n: E.make(n, **params.get(n, {})) for n in names}
     stiffs = [_parse_stiffness(s) for s in (args.sweep.split(",") if args.sweep else [])]
     main_stiff = _parse_stiffness(args.stiffness)
@@ -69,7 +82,7 @@ def cmd_grad(args) -> int:
     def build(stiff):
         if args.model:
             sim = load(args.model, stiffness=stiff, substeps=args.substeps, timestep=args.timestep)
-            horizon = args.horizon or 50
+            horizon = 50 if args.horizon is None else args.horizon
             return make_problem(
                 sim,
                 batch=args.batch,
@@ -85,10 +98,12 @@ def cmd_grad(args) -> int:
         from bcg.diagnostics.report import GradProblem
 
         ctrl = task.nominal_controls(sim)
-        if args.horizon:
-            ctrl = ctrl[: args.horizon] if args.horizon <= len(ctrl) else None
-            if ctrl is None:
-                raise SystemExit(f"error: --horizon exceeds the task's horizon {task.horizon}")
+        if args.horizon is not None:
+            if args.horizon > len(ctrl):
+                raise ValueError(
+                    f"--horizon {args.horizon} exceeds the task's horizon {task.horizon}"
+                )
+            ctrl = ctrl[: args.horizon]
         return GradProblem(
             sim,
             default_objective(sim.mj_model),
@@ -101,9 +116,9 @@ def cmd_grad(args) -> int:
         )
 
     say = (lambda m: print(m, file=sys.stderr)) if not args.quiet else None
+    problems = [build(stiff) for stiff in stiffs]  # all models load before anything compiles
     reports = []
-    for stiff in stiffs:
-        prob = build(stiff)
+    for prob in problems:
         if say:
             say(
                 f"[bcg grad] {prob.sim.name}: stiffness {prob.sim.stiffness.label}, "
@@ -175,12 +190,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from bcg.sim.model import ModelError
+    import contextlib
+
+    # mujoco.mjx print()s import notices ("Failed to import warp: ...") on stdout, which would
+    # corrupt `bcg grad --json` output: send them to stderr (only the first import prints).
+    with contextlib.redirect_stdout(sys.stderr):
+        from bcg.sim.model import ModelError
 
     try:
         return args.func(args)
     except (ModelError, ValueError, FileNotFoundError) as e:
-        print(f"bcg: error: {e}", file=sys.stderr)
+        msg = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip())  # one line
+        print(f"bcg: error: {msg}", file=sys.stderr)
         return 2
 
 

@@ -18,13 +18,16 @@ def plot_spread_vs_stiffness(reports: list[dict], path) -> Path:
     names = list(reports[0]["estimators"])
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     xs = list(range(len(reports)))
+    positive = False
     for name in names:
         ys = [r["estimators"][name]["summed_variance"] for r in reports]
         lo = [r["estimators"][name]["summed_variance_ci95"][0] for r in reports]
         hi = [r["estimators"][name]["summed_variance_ci95"][1] for r in reports]
         ax.plot(xs, ys, marker="o", label=name)
         ax.fill_between(xs, lo, hi, alpha=0.2)
-    ax.set_yscale("log")
+        positive = positive or any(y > 0 for y in ys + hi)
+    if positive:  # log scale needs a positive value (all-zero variance, e.g. free fall: linear)
+        ax.set_yscale("log")
     ax.set_xticks(xs)
     ax.set_xticklabels(
         [
