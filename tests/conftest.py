@@ -8,7 +8,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-_cache = Path(__file__).resolve().parent.parent / ".jax_cache"
+# machine-wide cache: survives fresh clones on the same machine (CI runs on it)
+_cache = Path(os.environ.get("BCG_JAX_CACHE", Path.home() / ".cache" / "bcg" / "jax-tests"))
 jax.config.update("jax_compilation_cache_dir", str(_cache))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

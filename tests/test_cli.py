@@ -21,7 +21,7 @@ import bcg.diagnostics.report as report_mod
 from bcg import cli
 from bcg.envs import tasks
 
-CACHE = Path(__file__).resolve().parent.parent / ".jax_cache"
+CACHE = Path(jax.config.jax_compilation_cache_dir)  # the suite's cache (tests/conftest.py)
 _JAX_OPTIONS = (
     "jax_enable_x64",
     "jax_compilation_cache_dir",

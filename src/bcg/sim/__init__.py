@@ -9,7 +9,14 @@ from bcg.sim.contact import (
     resolve_stiffness,
 )
 from bcg.sim.model import ModelError, Sim, check_differentiable, load
-from bcg.sim.step import control_step, integrate_qpos, make_data, mean_data, normalize_quaternions
+from bcg.sim.step import (
+    control_step,
+    differentiate_qpos,
+    integrate_qpos,
+    make_data,
+    mean_data,
+    normalize_quaternions,
+)
 
 __all__ = [
     "ContactStiffness",
@@ -19,6 +26,7 @@ __all__ = [
     "contact_jacobians",
     "contact_normal_forces",
     "control_step",
+    "differentiate_qpos",
     "equivalent_kappa",
     "impact_penetration",
     "integrate_qpos",

@@ -95,3 +95,33 @@ def integrate_qpos(sim: Sim, qpos: jax.Array, dq: jax.Array) -> jax.Array:
         return _mjx_forward._integrate_pos(jnt_typ, q, v, 1.0)
 
     return _mjx_scan.flat(m, fn, "jqv", "q", m.jnt_type, qpos, dq)
+
+
+def _quat_mul(u, v):
+    return jnp.stack(
+        [
+            u[0] * v[0] - u[1] * v[1] - u[2] * v[2] - u[3] * v[3],
+            u[0] * v[1] + u[1] * v[0] + u[2] * v[3] - u[3] * v[2],
+            u[0] * v[2] - u[1] * v[3] + u[2] * v[0] + u[3] * v[1],
+            u[0] * v[3] + u[1] * v[2] - u[2] * v[1] + u[3] * v[0],
+        ]
+    )
+
+
+def differentiate_qpos(sim: Sim, qpos0: jax.Array, qpos1: jax.Array) -> jax.Array:
+    """Tangent difference ``qpos1 (-) qpos0`` (nv,), first order: for quaternions
+    ``2 vec(conj(q0) q1)``, so that ``integrate_qpos(q0, differentiate_qpos(q0, q1)) ~ q1``."""
+    m = sim.mj_model
+    out = []
+    for j in range(m.njnt):
+        t, a = m.jnt_type[j], int(m.jnt_qposadr[j])
+        if t == mujoco.mjtJoint.mjJNT_FREE:
+            out.append(qpos1[a : a + 3] - qpos0[a : a + 3])
+            q0, q1 = qpos0[a + 3 : a + 7], qpos1[a + 3 : a + 7]
+            out.append(2.0 * _quat_mul(q0 * jnp.array([1.0, -1, -1, -1]), q1)[1:])
+        elif t == mujoco.mjtJoint.mjJNT_BALL:
+            q0, q1 = qpos0[a : a + 4], qpos1[a : a + 4]
+            out.append(2.0 * _quat_mul(q0 * jnp.array([1.0, -1, -1, -1]), q1)[1:])
+        else:
+            out.append(qpos1[a : a + 1] - qpos0[a : a + 1])
+    return jnp.concatenate(out) if out else jnp.zeros((0,), qpos0.dtype)
