@@ -32,10 +32,14 @@ def _parse_stiffness(s: str):
 
 
 def _estimator_params(args) -> dict:
-    p = {"bcg": {}}
+    p = {"bcg": {}, "bcg-stein": {}}
     if args.capacity is not None:
-        c = float(args.capacity)
-        p["bcg"]["capacity"] = int(c) if c >= 1 and c == int(c) else c
+        try:
+            c = float(args.capacity)
+        except ValueError:
+            raise ValueError(f"--capacity must be a number, got {args.capacity!r}") from None
+        for name in ("bcg", "bcg-stein"):
+            p[name]["capacity"] = int(c) if c >= 1 and c == int(c) else c
     for kv in args.param or []:
         if "=" not in kv or "." not in kv.split("=")[0]:
             raise ValueError(f"--param expects ESTIMATOR.NAME=VALUE, got {kv!r}")
@@ -162,7 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--model", help="path to an MJCF file")
     g.add_argument("--stiffness", default="stiff", help="soft | stiff | model | solref tc (s)")
     g.add_argument("--sweep", help="comma list of stiffnesses for the spread-vs-stiffness plot")
-    g.add_argument("--estimators", default="analytic,bcg,global-bundle,zeroth-order,alpha-order")
+    g.add_argument(
+        "--estimators", default="analytic,bcg,bcg-stein,global-bundle,zeroth-order,alpha-order"
+    )
     g.add_argument(
         "--param",
         action="append",

@@ -9,8 +9,9 @@ import bcg.sim as bs
 from bcg import estimators as E
 from bcg.estimators.bcg import BCG
 
+# a 1 kg sphere on a vertical slide (qpos = height): the cheapest contact model to compile
 BALL = """<mujoco><option timestep="0.005"/><worldbody><geom type="plane" size="50 50 .1"/>
-<body pos="0 0 1"><freejoint/><geom type="sphere" size=".1" mass="1"/></body>
+<body><joint name="z" type="slide" axis="0 0 1"/><geom type="sphere" size=".1" mass="1"/></body>
 </worldbody></mujoco>"""
 
 
@@ -19,21 +20,18 @@ def sim():
     return bs.load(BALL, stiffness="stiff", name="ball")
 
 
-def _batch(sim, z, vz, vx=0.5):
+def _batch(sim, z, vz):
     n = len(z)
     tmpl = bs.make_data(sim)
     d = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), tmpl)
-    qpos = np.tile(sim.mj_model.qpos0, (n, 1))
-    qpos[:, 2] = z
-    qvel = np.zeros((n, 6))
-    qvel[:, 2] = vz
-    qvel[:, 0] = vx
+    qpos = np.asarray(z, float).reshape(n, 1)
+    qvel = np.asarray(vz, float).reshape(n, 1)
     return d.replace(qpos=jnp.asarray(qpos), qvel=jnp.asarray(qvel))
 
 
-# envs 0, 1 hit the floor in the first control steps, envs 2, 3 fly high above it
-Z = [0.13, 0.16, 3.0, 3.0]
-VZ = [-1.5, -1.5, 1.0, 1.0]
+# envs 0-2 hit the floor in the first control steps, envs 3, 4 fly high above it
+Z = [0.13, 0.15, 0.16, 3.0, 3.0]
+VZ = [-1.5, -1.5, -1.5, 1.0, 1.0]
 T = 6
 
 
@@ -41,7 +39,7 @@ def _grad_fn(sim, est):
     def loss(dv, d0, key):
         d = d0.replace(qvel=d0.qvel + dv)
         dT, st = E.rollout(sim, est, d, jnp.zeros((T, d0.qpos.shape[0], 0)), key)
-        return jnp.sum(dT.qpos[:, 2] + 0.1 * dT.qvel[:, 2]), (dT.qpos, st)
+        return jnp.sum(dT.qpos[:, 0] + 0.1 * dT.qvel[:, 0]), (dT.qpos, st)
 
     return jax.jit(jax.value_and_grad(loss, has_aux=True))
 
@@ -56,8 +54,8 @@ def results(sim):
     for label, est in {
         "analytic": E.make("analytic"),
         "naive": BCG(),
-        "compact": BCG(capacity=2),
-        "tight": BCG(capacity=1),
+        "compact": BCG(capacity=3),
+        "tight-stein": BCG(capacity=2, gradient="stein", antithetic=True),
     }.items():
         (v, (qpos, st)), g = _grad_fn(sim, est)(dv, d0, key)
         out[label] = dict(value=float(v), qpos=np.asarray(qpos), stats=st, grad=np.asarray(g))
@@ -66,18 +64,20 @@ def results(sim):
 
 def test_free_flight_envs_are_untouched(results):
     """Envs that never touch the floor never trigger: BCG equals analytic on them exactly."""
-    a, b = results["analytic"], results["naive"]
-    np.testing.assert_allclose(b["qpos"][2:], a["qpos"][2:], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(b["grad"][2:], a["grad"][2:], rtol=1e-12, atol=1e-12)
+    a = results["analytic"]
+    for r in (results["naive"], results["tight-stein"]):
+        np.testing.assert_allclose(r["qpos"][3:], a["qpos"][3:], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(r["grad"][3:], a["grad"][3:], rtol=1e-12, atol=1e-12)
 
 
 def test_contact_envs_trigger_and_bundle(results):
     st = results["naive"]["stats"]
-    assert int(np.sum(st.triggered)) >= 2  # both hitting envs start a bundle
-    assert int(np.sum(st.bundled)) >= 2 * int(np.sum(st.triggered)) - 2  # each lasts H = 2
+    assert int(np.sum(st.triggered)) >= 3  # every hitting env starts a bundle
+    assert int(np.sum(st.bundled)) >= 2 * int(np.sum(st.triggered)) - 3  # each lasts H = 2
     # the bundle changes the gradient of the hitting envs (the mean of branch sensitivities)
-    assert not np.allclose(results["naive"]["grad"][:2], results["analytic"]["grad"][:2])
+    assert not np.allclose(results["naive"]["grad"][:3], results["analytic"]["grad"][:3])
     assert np.all(np.isfinite(results["naive"]["grad"]))
+    assert np.all(np.isfinite(results["tight-stein"]["grad"]))
 
 
 def test_compaction_equals_naive_when_capacity_suffices(results):
@@ -88,58 +88,75 @@ def test_compaction_equals_naive_when_capacity_suffices(results):
 
 
 def test_overflow_is_counted(results):
-    st = results["tight"]["stats"]
+    st = results["tight-stein"]["stats"]
     per_step_need = np.asarray(st.bundled) + np.asarray(st.overflow)
-    assert int(np.sum(st.overflow)) > 0  # two envs hit at once, one slot
-    assert np.all(np.asarray(st.bundled) <= 1)
-    assert np.all(per_step_need <= 2)
+    assert int(np.sum(st.overflow)) > 0  # three envs hit at once, two slots
+    assert np.all(np.asarray(st.bundled) <= 2)
+    assert np.all(per_step_need <= 3)
 
 
 def test_bundle_step_is_the_mean_of_branches(sim):
-    """One triggered step equals the hand-computed mean of B perturbed branch steps, and its
-    Jacobian equals the mean of the branch Jacobians (Z_bar = (1/B) sum_i F_x Z^(i))."""
-    est = BCG(num_branches=4, horizon=1, tau=0.0)
-    d0 = _batch(sim, [0.102], [-1.0], vx=0.0)
+    """One triggered step equals the hand-computed mean of B perturbed branch steps; its
+    first-order Jacobian is the mean of branch Jacobians (Z_bar = (1/B) sum_i F_x Z^(i)) and its
+    Stein Jacobian is (1/B) sum_i (y_i - y_bar) [dp_i / sigma_p^2, dv_i / sigma_v^2] (here the
+    slide is the whole chain: M M^+ = I, so the Stein term is the entire state sensitivity)."""
+    fo = BCG(num_branches=4, horizon=1, tau=0.0)
+    st = BCG(num_branches=4, horizon=1, tau=0.0, gradient="stein")
+    d0 = _batch(sim, [0.102], [-1.0])
     key = jax.random.PRNGKey(0)
     u = jnp.zeros((1, 0))
 
-    def bcg_step(v):
-        carry = est.init(sim, d0.replace(qvel=v))
-        new, st = est.step(sim, carry, u, key)
-        return new.data.qvel[0], st.triggered
+    def bcg_step(est, x):  # x = (z, vz) -> (z', vz') of the bundle mean
+        carry = est.init(sim, d0.replace(qpos=x[None, :1], qvel=x[None, 1:]))
+        new, stats = est.step(sim, carry, u, key)
+        return jnp.concatenate([new.data.qpos[0], new.data.qvel[0]]), stats.triggered
 
-    def manual(v):
-        d = jax.tree_util.tree_map(lambda x: x[0], d0.replace(qvel=v))
+    def branches(x):
+        d = jax.tree_util.tree_map(lambda a: a[0], d0.replace(qpos=x[None, :1], qvel=x[None, 1:]))
         plain, fmax = bs.control_step(sim, d, u[0])
         k = jax.random.split(key, 1)[0]
-        dq, dqd = est.offsets(sim, plain, fmax > 0.0, k)
+        dq, dqd, dp, dv, _ = fo._offsets_full(sim, plain, fmax > 0.0, k)
 
         def branch(i):
             db = d.replace(qpos=bs.integrate_qpos(sim, d.qpos, dq[i]), qvel=d.qvel + dqd[i])
-            return bs.control_step(sim, db, u[0])[0].qvel
+            out = bs.control_step(sim, db, u[0])[0]
+            return jnp.concatenate([out.qpos, out.qvel])
 
-        return jnp.mean(jnp.stack([branch(i) for i in range(4)]), axis=0)
+        return jnp.stack([branch(i) for i in range(4)]), dp, dv
 
-    v0 = d0.qvel
-    out, trig = jax.jit(bcg_step)(v0)
+    x0 = jnp.array([0.102, -1.0])
+    out, trig = jax.jit(lambda x: bcg_step(fo, x))(x0)
     assert int(trig) == 1
-    np.testing.assert_allclose(out, jax.jit(manual)(v0), rtol=1e-10, atol=1e-12)
-    Jb = jax.jit(jax.jacrev(lambda v: bcg_step(v)[0]))(v0)
-    Jm = jax.jit(jax.jacrev(manual))(v0)
-    np.testing.assert_allclose(Jb, Jm, rtol=1e-8, atol=1e-10)
+    Y, dp, dv = jax.jit(branches)(x0)
+    np.testing.assert_allclose(out, Y.mean(0), rtol=1e-10, atol=1e-12)
+    J_fo = jax.jit(jax.jacrev(lambda x: bcg_step(fo, x)[0]))(x0)
+    J_manual = jax.jit(jax.jacrev(lambda x: branches(x)[0].mean(0)))(x0)
+    np.testing.assert_allclose(J_fo, J_manual, rtol=1e-8, atol=1e-10)
+
+    out_st, _ = jax.jit(lambda x: bcg_step(st, x))(x0)
+    np.testing.assert_allclose(out_st, out, rtol=1e-12, atol=1e-12)  # same forward value
+    J_st = np.asarray(jax.jit(jax.jacrev(lambda x: bcg_step(st, x)[0]))(x0))
+    Y, dp, dv = np.asarray(Y), np.asarray(dp), np.asarray(dv)
+    dY = Y - Y.mean(0)
+    # the slide's chain Jacobian is the z row of a (3, 1) contact Jacobian: s = (z, vz)
+    zrow = 2
+    stein = np.stack([dY.T @ dp[:, zrow] / 0.01**2, dY.T @ dv[:, zrow] / 0.02**2], 1) / 4
+    np.testing.assert_allclose(J_st, stein, rtol=1e-4, atol=1e-8)
+    assert not np.allclose(J_st, np.asarray(J_fo), rtol=1e-2)
 
 
 def test_offsets_follow_the_contact_chain(sim):
     """dq = J^T (J J^T + lambda I)^-1 dp: the Cartesian offsets of the contact point are
     reproduced (J dq ~ dp) and offsets are zero for contacts that did not trigger."""
     est = BCG(num_branches=64, sigma_p=0.01, sigma_v=0.02)
-    d = jax.tree_util.tree_map(lambda x: x[0], _batch(sim, [0.099], [0.0], vx=0.0))
+    d = jax.tree_util.tree_map(lambda x: x[0], _batch(sim, [0.099], [0.0]))
     d, fmax = jax.jit(lambda d: bs.control_step(sim, d, jnp.zeros(0)))(d)
     J = np.asarray(bs.contact_jacobians(sim.mjx_model, d))[0]  # (3, nv)
+    np.testing.assert_allclose(J[:, 0], [0.0, 0.0, 1.0], atol=1e-12)  # slide moves along z
     dq, dqd = est.offsets(sim, d, jnp.ones_like(fmax, bool), jax.random.PRNGKey(1))
-    dp = np.asarray(dq) @ J.T  # Cartesian offsets realised at the contact point
-    assert abs(np.std(dp) - 0.01) < 0.003
-    assert abs(np.std(np.asarray(dqd) @ J.T) - 0.02) < 0.006
+    dp = np.asarray(dq) @ J.T  # Cartesian offsets realised at the contact point (z only)
+    assert abs(np.std(dp[:, 2]) - 0.01) < 0.003
+    assert abs(np.std((np.asarray(dqd) @ J.T)[:, 2]) - 0.02) < 0.006
     z, _ = est.offsets(sim, d, jnp.zeros_like(fmax, bool), jax.random.PRNGKey(1))
     assert np.all(np.asarray(z) == 0)
 
@@ -157,6 +174,8 @@ def test_offsets_follow_the_contact_chain(sim):
         ({"capacity": 0}, "capacity"),
         ({"capacity": 1.5}, "capacity"),
         ({"antithetic": True, "num_branches": 3}, "antithetic"),
+        ({"gradient": "magic"}, "gradient"),
+        ({"gradient": "stein", "num_branches": 1}, "num_branches"),
     ],
 )
 def test_bad_parameters(kw, match):

@@ -2,7 +2,8 @@
 
 Two levels, one registry (:func:`make`):
 
-* step level (``analytic``, ``bcg``, ``global-bundle``): transforms of the control step used
+* step level (``analytic``, ``bcg``, ``bcg-stein``, ``global-bundle``): transforms of the
+  control step used
   inside :func:`bcg.estimators.rollout.rollout`;
 * objective level (``zeroth-order``, ``alpha-order``): transforms of the whole rollout
   objective theta -> J(theta), wrapped in :class:`ObjectiveLevel`.
@@ -17,11 +18,20 @@ from bcg.estimators import smoothing
 from bcg.estimators.bcg import BCG, BundleCarry, StepStats
 from bcg.estimators.rollout import PlainStep, rollout
 
-NAMES = ("analytic", "bcg", "global-bundle", "zeroth-order", "alpha-order")
+NAMES = ("analytic", "bcg", "bcg-stein", "global-bundle", "zeroth-order", "alpha-order")
 
 DEFAULTS = {
     "analytic": {},
     "bcg": {"num_branches": 10, "horizon": 2, "sigma_p": 0.01, "sigma_v": 0.02, "tau": "auto"},
+    "bcg-stein": {
+        "num_branches": 10,
+        "horizon": 2,
+        "sigma_p": 0.01,
+        "sigma_v": 0.02,
+        "tau": "auto",
+        "gradient": "stein",
+        "antithetic": True,
+    },
     "global-bundle": {"sigma": 0.01, "num_samples": 10},
     "zeroth-order": {"sigma": 0.05, "num_samples": 32},
     "alpha-order": {"sigma": 0.05, "num_samples": 32, "bias_threshold": float("inf")},
@@ -42,7 +52,9 @@ def make(name: str, **params):
         raise ValueError(f"unknown estimator {name!r}; choose from {', '.join(NAMES)}")
     allowed = dict(DEFAULTS[name])
     if name == "bcg":
-        allowed.update(damping=1e-4, capacity=None, antithetic=False)
+        allowed.update(damping=1e-4, capacity=None, antithetic=False, gradient="first-order")
+    if name == "bcg-stein":
+        allowed.update(damping=1e-4, capacity=None)
     unknown = set(params) - set(allowed)
     if unknown:
         raise ValueError(
@@ -52,8 +64,8 @@ def make(name: str, **params):
     p = {**DEFAULTS[name], **params}
     if name == "analytic":
         return PlainStep(name="analytic")
-    if name == "bcg":
-        return BCG(**p)
+    if name in ("bcg", "bcg-stein"):
+        return BCG(**p, name=name)
     if name == "global-bundle":
         return PlainStep(transform=smoothing.global_bundle(**p), name=name)
     if name == "zeroth-order":

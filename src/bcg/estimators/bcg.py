@@ -16,6 +16,18 @@ Per control step t of a batch of environments (METHOD.md):
 5. Gradient. Autodiff through the mean gives
        Z_bar_{t+1} = (1/B) sum_i (F_x Z_t^(i) + F_a U_t).
 
+Stein aggregation (``gradient="stein"``, ours). First-order averaging (5.) keeps the
+per-branch slopes: when a stiff contact resolves within one physics step the post-impact state
+is a sawtooth of the pre-impact state (the impact step shifts), every branch sees the same large
+slope and the jumps are never seen, so the mean of slopes is neither small nor the slope of the
+smoothed dynamics. With ``"stein"`` the sensitivity to the start state x_t *inside the perturbed
+subspace* range(M), M = J^T (J J^T + lambda I)^-1, is the Stein (zeroth-order) estimate of the
+smoothed bundle map from the branches themselves,
+    d y_bar / d s  ~  (1/B) sum_i (y^(i) - y_bar) [dp_i / sigma_p^2, dv_i / sigma_v^2]^T,
+with s = (M^+ dq_t, M^+ dqd_t) the Cartesian coordinates of the state, while the complement
+(I - M M^+) and the shared actions keep the first-order (autodiff) path. The forward value is
+unchanged (the branch mean).
+
 Contact-local cost. Under ``vmap`` a per-environment ``cond`` evaluates the bundle for every
 environment. With ``capacity = C`` the environments that are in (or start) a bundle are
 compacted into a fixed buffer of C slots (continuing bundles first), so a step costs E plain
@@ -31,10 +43,17 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from bcg.sim.contact import contact_jacobians
 from bcg.sim.model import Sim
-from bcg.sim.step import control_step, integrate_qpos, mean_data
+from bcg.sim.step import (
+    control_step,
+    differentiate_qpos,
+    integrate_qpos,
+    integrate_qpos_linear,
+    mean_data,
+)
 
 TAU_AUTO_WEIGHT_FACTOR = 1.2  # auto tau = 1.2 x total weight (paper: 400 N on a 33 kg G1)
 
@@ -54,6 +73,8 @@ class BundleCarry(NamedTuple):
     data: object  # mjx.Data: the nominal (= bundle mean while bundled) state
     branches: BranchState  # (B, ...) valid while remaining > 0
     remaining: jax.Array  # int: bundle steps still to run after this one
+    anchor: jax.Array  # (2R,) Cartesian coordinates s of the start state (value 0; "stein")
+    noise: jax.Array  # (B, 2R) [dp / sigma_p^2, dv / sigma_v^2] of the bundle ("stein")
 
 
 class StepStats(NamedTuple):
@@ -101,6 +122,7 @@ class BCG:
     damping: float = 1e-4
     capacity: int | float | None = None
     antithetic: bool = False
+    gradient: str = "first-order"
     name: str = "bcg"
 
     def __post_init__(self):
@@ -119,6 +141,10 @@ class BCG:
                 raise ValueError(f"capacity as a fraction must be in (0, 1], got {c!r}")
             if isinstance(c, int) and c < 1:
                 raise ValueError(f"capacity must be >= 1 slot, got {c!r}")
+        if self.gradient not in ("first-order", "stein"):
+            raise ValueError(f"gradient must be 'first-order' or 'stein', got {self.gradient!r}")
+        if self.gradient == "stein" and self.num_branches < 2:
+            raise ValueError("gradient='stein' needs num_branches (B) >= 2")
         if self.antithetic and self.num_branches % 2:
             raise ValueError(f"antithetic needs an even num_branches, got {self.num_branches}")
 
@@ -145,10 +171,27 @@ class BCG:
             return jnp.broadcast_to(x[..., None, :], lead + (B, x.shape[-1]))
 
         br = BranchState(rep(data.qpos), rep(data.qvel), rep(data.act), rep(data.qacc_warmstart))
-        return BundleCarry(data, br, jnp.zeros(lead, jnp.int32))
+        R = 2 * 3 * self._ncon(data)
+        z = data.qpos.dtype
+        return BundleCarry(
+            data,
+            br,
+            jnp.zeros(lead, jnp.int32),
+            jnp.zeros(lead + (R,), z),
+            jnp.zeros(lead + (B, R), z),
+        )
+
+    @staticmethod
+    def _ncon(data) -> int:
+        return int(np.asarray(data._impl.contact.efc_address).shape[-1])
 
     def offsets(self, sim: Sim, d_contact, mask, key):
         """(dq, dqd), each (B, nv): chain offsets for the contacts in ``mask`` (stop_gradient)."""
+        return self._offsets_full(sim, d_contact, mask, key)[:2]
+
+    def _offsets_full(self, sim: Sim, d_contact, mask, key):
+        """(dq, dqd, dp, dv, M): joint offsets, Cartesian offsets (B, 3 ncon) and the map
+        M = J^T (J J^T + lambda I)^-1 (nv, 3 ncon), all stop_gradient."""
         m = sim.mjx_model
         J = contact_jacobians(m, d_contact)  # (ncon, 3, nv)
         J = J * mask[:, None, None].astype(J.dtype)
@@ -162,20 +205,36 @@ class BCG:
         if self.antithetic:
             dp = jnp.concatenate([dp, -dp])
             dv = jnp.concatenate([dv, -dv])
-        dq = jnp.linalg.solve(A, dp.T).T @ Jf
-        dqd = jnp.linalg.solve(A, dv.T).T @ Jf
-        return jax.lax.stop_gradient(dq), jax.lax.stop_gradient(dqd)
+        Minv_t = jnp.linalg.solve(A, Jf)  # (3k, nv) = (J J^T + lambda I)^-1 J = M^T
+        sg = jax.lax.stop_gradient
+        return sg(dp @ Minv_t), sg(dv @ Minv_t), sg(dp), sg(dv), sg(Minv_t.T)
 
     def _bundle_one(self, sim: Sim, carry: BundleCarry, plain, fmax, ctrl, key, tau):
         """Bundle step of one environment: start (if not in a bundle) or continue it."""
+        sg = jax.lax.stop_gradient
         d = carry.data
+        B = self.num_branches
         in_bundle = carry.remaining > 0
-        dq, dqd = self.offsets(sim, plain, fmax > tau, key)
+        dq, dqd, dp, dv, M = self._offsets_full(sim, plain, fmax > tau, key)
+        q0, v0 = d.qpos, d.qvel
+        anchor, noise = carry.anchor, carry.noise
+        if self.gradient == "stein":
+            # the start state's sensitivity inside range(M) goes through the Stein term only
+            Mp = sg(jnp.linalg.pinv(M))  # (3k, nv)
+            P = M @ Mp
+            dq_tan = differentiate_qpos(sim, sg(q0), q0)  # value 0, derivative: tangent map
+            dv_tan = v0 - sg(v0)
+            q0 = integrate_qpos_linear(sim, sg(q0), dq_tan - P @ dq_tan)
+            v0 = sg(v0) + dv_tan - P @ dv_tan
+            inv_p = 1.0 / self.sigma_p**2 if self.sigma_p > 0 else 0.0
+            inv_v = 1.0 / self.sigma_v**2 if self.sigma_v > 0 else 0.0
+            anchor = jnp.where(in_bundle, anchor, jnp.concatenate([Mp @ dq_tan, Mp @ dv_tan]))
+            noise = jnp.where(in_bundle, noise, jnp.concatenate([dp * inv_p, dv * inv_v], -1))
         start = BranchState(
-            jax.vmap(lambda v: integrate_qpos(sim, d.qpos, v))(dq),
-            d.qvel[None] + dqd,
-            jnp.broadcast_to(d.act, (self.num_branches,) + d.act.shape),
-            jnp.broadcast_to(d.qacc_warmstart, (self.num_branches,) + d.qvel.shape),
+            jax.vmap(lambda v: integrate_qpos(sim, q0, v))(dq),
+            v0[None] + dqd,
+            jnp.broadcast_to(d.act, (B,) + d.act.shape),
+            jnp.broadcast_to(d.qacc_warmstart, (B,) + d.qvel.shape),
         )
         br = jax.tree_util.tree_map(lambda a, b: jnp.where(in_bundle, a, b), carry.branches, start)
 
@@ -186,7 +245,17 @@ class BCG:
         stepped = jax.vmap(step_branch)(br)
         new_br = BranchState(stepped.qpos, stepped.qvel, stepped.act, stepped.qacc_warmstart)
         remaining = jnp.where(in_bundle, carry.remaining - 1, self.horizon - 1)
-        return mean_data(sim, stepped), new_br, remaining
+        mean = mean_data(sim, stepped)
+        if self.gradient == "stein":
+            dy_q = jax.vmap(lambda q: differentiate_qpos(sim, sg(mean.qpos), q))(sg(stepped.qpos))
+            dy_v = sg(stepped.qvel - mean.qvel[None])
+            A_q = dy_q.T @ noise / B  # (nv, 2R): d q_bar / d s
+            A_v = dy_v.T @ noise / B
+            mean = mean.replace(
+                qpos=integrate_qpos_linear(sim, mean.qpos, A_q @ anchor),
+                qvel=mean.qvel + A_v @ anchor,
+            )
+        return mean, new_br, remaining, anchor, noise
 
     # ------------------------------------------------------------------ the step
 
@@ -202,7 +271,7 @@ class BCG:
         C = self.slots(E)
 
         if C >= E:  # naive: every environment computes the bundle, select per environment
-            mean, br, rem = jax.vmap(
+            mean, br, rem, anc, noi = jax.vmap(
                 lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau)
             )(carry, plain, fmax, ctrl, keys)
             sel = need
@@ -212,13 +281,15 @@ class BCG:
             idx = jnp.argsort(-score, stable=True)[:C]
             valid = score[idx] > 0
             take = lambda t: jax.tree_util.tree_map(lambda x: x[idx], t)  # noqa: E731
-            mean_c, br_c, rem_c = jax.vmap(
+            mean_c, br_c, rem_c, anc_c, noi_c = jax.vmap(
                 lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau)
             )(take(carry), take(plain), fmax[idx], ctrl[idx], keys[idx])
             put = lambda full, part: full.at[idx].set(part)  # noqa: E731
             mean = jax.tree_util.tree_map(put, plain, mean_c)
             br = jax.tree_util.tree_map(put, carry.branches, br_c)
             rem = put(jnp.zeros_like(carry.remaining), rem_c)
+            anc = put(carry.anchor, anc_c)
+            noi = put(carry.noise, noi_c)
             sel = jnp.zeros((E,), bool).at[idx].set(valid)
             overflow = jnp.sum(need) - jnp.sum(valid)
 
@@ -229,12 +300,14 @@ class BCG:
         data = jax.tree_util.tree_map(choose, mean, plain)
         branches = jax.tree_util.tree_map(choose, br, carry.branches)
         remaining = jnp.where(sel, rem, 0).astype(jnp.int32)
+        anchor = choose(anc, jnp.zeros_like(carry.anchor))
+        noise = choose(noi, carry.noise)
         stats = StepStats(
             triggered=jnp.sum(trig & sel).astype(jnp.int32),
             bundled=jnp.sum(sel).astype(jnp.int32),
             overflow=overflow.astype(jnp.int32),
         )
-        return BundleCarry(data, branches, remaining), stats
+        return BundleCarry(data, branches, remaining, anchor, noise), stats
 
     @staticmethod
     def state(carry: BundleCarry):

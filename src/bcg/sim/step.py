@@ -125,3 +125,23 @@ def differentiate_qpos(sim: Sim, qpos0: jax.Array, qpos1: jax.Array) -> jax.Arra
         else:
             out.append(qpos1[a : a + 1] - qpos0[a : a + 1])
     return jnp.concatenate(out) if out else jnp.zeros((0,), qpos0.dtype)
+
+
+def integrate_qpos_linear(sim: Sim, qpos: jax.Array, dq: jax.Array) -> jax.Array:
+    """``qpos (+) dq`` to first order, quaternions ``normalize(q (1, dq/2))``: unlike
+    :func:`integrate_qpos` its derivative is exact at ``dq = 0`` (MJX's quaternion update drops
+    angular increments below 1e-8, and their derivative with them)."""
+    m = sim.mj_model
+    for j in range(m.njnt):
+        t, a, v = m.jnt_type[j], int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])
+        if t in (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_BALL):
+            if t == mujoco.mjtJoint.mjJNT_FREE:
+                qpos = qpos.at[a : a + 3].add(dq[v : v + 3])
+                a, v = a + 3, v + 3
+            q = qpos[a : a + 4]
+            w = jnp.concatenate([jnp.ones((1,), q.dtype), 0.5 * dq[v : v + 3]])
+            qn = _quat_mul(q, w)
+            qpos = qpos.at[a : a + 4].set(qn / jnp.linalg.norm(qn))
+        else:
+            qpos = qpos.at[a].add(dq[v])
+    return qpos
