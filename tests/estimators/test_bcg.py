@@ -101,7 +101,7 @@ def test_bundle_step_is_the_mean_of_branches(sim):
     Stein Jacobian is (1/B) sum_i (y_i - y_bar) [dp_i / sigma_p^2, dv_i / sigma_v^2] (here the
     slide is the whole chain: M M^+ = I, so the Stein term is the entire state sensitivity)."""
     fo = BCG(num_branches=4, horizon=1, tau=0.0)
-    st = BCG(num_branches=4, horizon=1, tau=0.0, gradient="stein")
+    st = BCG(num_branches=4, horizon=1, tau=0.0, gradient="stein", stein_velocity=True)
     d0 = _batch(sim, [0.102], [-1.0])
     key = jax.random.PRNGKey(0)
     u = jnp.zeros((1, 0))

@@ -52,9 +52,15 @@ def make(name: str, **params):
         raise ValueError(f"unknown estimator {name!r}; choose from {', '.join(NAMES)}")
     allowed = dict(DEFAULTS[name])
     if name == "bcg":
-        allowed.update(damping=1e-4, capacity=None, antithetic=False, gradient="first-order")
+        allowed.update(
+            damping=1e-4,
+            capacity=None,
+            antithetic=False,
+            gradient="first-order",
+            stein_velocity=False,
+        )
     if name == "bcg-stein":
-        allowed.update(damping=1e-4, capacity=None)
+        allowed.update(damping=1e-4, capacity=None, stein_velocity=False)
     unknown = set(params) - set(allowed)
     if unknown:
         raise ValueError(
