@@ -2,6 +2,7 @@
 and stiff contact, printed as a markdown table (and saved as JSON + spread-vs-stiffness PNGs).
 
     python benchmarks/grad_report.py [--tasks bouncing_ball] [--batch 32] [--sweep soft,stiff]
+                                     [--horizon 12] [--estimators analytic,bcg,bcg-stein]
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from bcg.diagnostics.report import GradProblem, run_report  # noqa: E402
 from bcg.envs import tasks  # noqa: E402
 
 
-def problem(task, stiffness, batch, seed):
+def problem(task, stiffness, batch, seed, horizon=None):
     sim = task.load(stiffness=stiffness)
     qp, qv = task.initial_states(sim, batch, seed)
     spec = default_objective(sim.mj_model)
     noise = (task.qpos_noise, task.qvel_noise)
-    return GradProblem(sim, spec, qp, qv, task.nominal_controls(sim), noise=noise, seed=seed)
+    ctrl = task.nominal_controls(sim)[:horizon]
+    return GradProblem(sim, spec, qp, qv, ctrl, noise=noise, seed=seed)
 
 
 def main(argv=None):
@@ -39,6 +41,7 @@ def main(argv=None):
     ap.add_argument("--sweep", default="soft,stiff")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--horizon", type=int, help="control steps (default: the task's)")
     ap.add_argument("--estimators", default="analytic,bcg,bcg-stein,global-bundle,zeroth-order")
     ap.add_argument("--out", default="results/bench")
     args = ap.parse_args(argv)
@@ -51,28 +54,38 @@ def main(argv=None):
         task = tasks.get(name)
         reports = []
         for stiff in args.sweep.split(","):
-            r = run_report(problem(task, stiff, args.batch, args.seed), ests, seed=args.seed,
-                           progress=lambda m: print("  " + m, flush=True))
+            r = run_report(
+                problem(task, stiff, args.batch, args.seed, args.horizon),
+                ests,
+                seed=args.seed,
+                progress=lambda m: print("  " + m, flush=True),
+            )
             reports.append(r)
             va = r["estimators"]["analytic"]["summed_variance"]
             for est, e in r["estimators"].items():
                 rows.append((name, stiff, est, e, va))
-                print(f"{name} {stiff} {est}: var {e['summed_variance']:.3g} "
-                      f"cos {e['cosine_to_reference']:.3f} time {e['time_ratio_vs_analytic']:.2f}",
-                      flush=True)
+                print(
+                    f"{name} {stiff} {est}: var {e['summed_variance']:.3g} "
+                    f"cos {e['cosine_to_reference']:.3f} time {e['time_ratio_vs_analytic']:.2f}",
+                    flush=True,
+                )
         (out / f"{name}.json").write_text(json.dumps(reports, indent=1))
         plot_spread_vs_stiffness(reports, out / f"{name}.png")
     print()
-    print("| task | contact | estimator | summed variance [95% CI] | analytic / this | "
-          "cos to native ref | triggered | NaN | time / analytic |")
+    print(
+        "| task | contact | estimator | summed variance [95% CI] | analytic / this | "
+        "cos to native ref | triggered | NaN | time / analytic |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name, stiff, est, e, va in rows:
         lo, hi = e["summed_variance_ci95"]
         ratio = va / e["summed_variance"] if e["summed_variance"] > 0 else float("inf")
-        print(f"| {name} | {stiff} | {est} | {e['summed_variance']:.3g} [{lo:.2g}, {hi:.2g}] | "
-              f"{ratio:.3g} | {e['cosine_to_reference']:.3f} | "
-              f"{100 * e['triggered_fraction']:.1f}% | {e['nan_count']} | "
-              f"{e['time_ratio_vs_analytic']:.2f} |")
+        print(
+            f"| {name} | {stiff} | {est} | {e['summed_variance']:.3g} [{lo:.2g}, {hi:.2g}] | "
+            f"{ratio:.3g} | {e['cosine_to_reference']:.3f} | "
+            f"{100 * e['triggered_fraction']:.1f}% | {e['nan_count']} | "
+            f"{e['time_ratio_vs_analytic']:.2f} |"
+        )
 
 
 if __name__ == "__main__":
