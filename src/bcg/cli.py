@@ -167,7 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--stiffness", default="stiff", help="soft | stiff | model | solref tc (s)")
     g.add_argument("--sweep", help="comma list of stiffnesses for the spread-vs-stiffness plot")
     g.add_argument(
-        "--estimators", default="analytic,bcg,bcg-stein,global-bundle,zeroth-order,alpha-order"
+        "--estimators",
+        default="analytic,bcg,bcg-stein,zeroth-order",
+        help="comma list of: analytic, bcg, bcg-stein, global-bundle, zeroth-order, alpha-order",
     )
     g.add_argument(
         "--param",
