@@ -32,7 +32,9 @@ Contact-local cost. Under ``vmap`` a per-environment ``cond`` evaluates the bund
 environment. With ``capacity = C`` the environments that are in (or start) a bundle are
 compacted into a fixed buffer of C slots (continuing bundles first), so a step costs E plain
 steps + C x B branch steps instead of E x (1 + B). Environments that do not fit overflow:
-they take the plain step, and the overflow is counted in the step statistics.
+they take the plain step, and the overflow is counted in the step statistics. A step at which
+no environment of the batch bundles skips the bundle computation altogether (``lax.cond`` on
+the batch, forward and backward).
 """
 
 from __future__ import annotations
@@ -279,13 +281,13 @@ class BCG:
         keys = jax.random.split(key, E)
         C = self.slots(E)
 
-        if C >= E:  # naive: every environment computes the bundle, select per environment
-            mean, br, rem, anc, noi = jax.vmap(
-                lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau)
-            )(carry, plain, fmax, ctrl, keys)
-            sel = need
-            overflow = jnp.zeros((), jnp.int32)
-        else:  # compaction into C slots, continuing bundles first
+        def bundle_path(_):
+            if C >= E:  # naive: every environment computes the bundle, select per environment
+                mean, br, rem, anc, noi = jax.vmap(
+                    lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau)
+                )(carry, plain, fmax, ctrl, keys)
+                return mean, br, rem, anc, noi, need, jnp.zeros((), jnp.int32)
+            # compaction into C slots, continuing bundles first
             score = 2 * in_bundle.astype(jnp.int32) + trig.astype(jnp.int32)
             idx = jnp.argsort(-score, stable=True)[:C]
             valid = score[idx] > 0
@@ -294,13 +296,32 @@ class BCG:
                 lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau)
             )(take(carry), take(plain), fmax[idx], ctrl[idx], keys[idx])
             put = lambda full, part: full.at[idx].set(part)  # noqa: E731
-            mean = jax.tree_util.tree_map(put, plain, mean_c)
-            br = jax.tree_util.tree_map(put, carry.branches, br_c)
-            rem = put(jnp.zeros_like(carry.remaining), rem_c)
-            anc = put(carry.anchor, anc_c)
-            noi = put(carry.noise, noi_c)
-            sel = jnp.zeros((E,), bool).at[idx].set(valid)
-            overflow = jnp.sum(need) - jnp.sum(valid)
+            return (
+                jax.tree_util.tree_map(put, plain, mean_c),
+                jax.tree_util.tree_map(put, carry.branches, br_c),
+                put(jnp.zeros_like(carry.remaining), rem_c),
+                put(carry.anchor, anc_c),
+                put(carry.noise, noi_c),
+                jnp.zeros((E,), bool).at[idx].set(valid),
+                (jnp.sum(need) - jnp.sum(valid)).astype(jnp.int32),
+            )
+
+        def plain_path(_):  # no environment bundles at this step: skip the bundle entirely
+            return (
+                plain,
+                carry.branches,
+                jnp.zeros_like(carry.remaining),
+                carry.anchor,
+                carry.noise,
+                jnp.zeros((E,), bool),
+                jnp.zeros((), jnp.int32),
+            )
+
+        # a real branch when the batch is not vmapped: steps without stiff contact cost a plain
+        # step (forward and backward)
+        mean, br, rem, anc, noi, sel, overflow = jax.lax.cond(
+            jnp.any(need), bundle_path, plain_path, None
+        )
 
         def choose(a, b):
             s = sel.reshape(sel.shape + (1,) * (a.ndim - 1))
