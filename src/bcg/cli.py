@@ -141,7 +141,7 @@ def cmd_grad(args) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(format_table(main))
+        print("\n\n".join(format_table(r) for r in reports))
         print(f"saved {out_dir / (stem + '.json')} and {png}")
     return 0
 
@@ -165,7 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--task", default="bouncing_ball", help="built-in task (see `bcg tasks`)")
     src.add_argument("--model", help="path to an MJCF file")
     g.add_argument("--stiffness", default="stiff", help="soft | stiff | model | solref tc (s)")
-    g.add_argument("--sweep", help="comma list of stiffnesses for the spread-vs-stiffness plot")
+    g.add_argument(
+        "--sweep",
+        default="soft",
+        help="comma list of further stiffnesses for the spread-vs-stiffness plot (default: soft;"
+        " '' for none); the compiled gradients are reused across stiffnesses",
+    )
     g.add_argument(
         "--estimators",
         default="analytic,bcg,bcg-stein,zeroth-order",
