@@ -20,19 +20,9 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))
 
 from bcg import estimators as E  # noqa: E402
-from bcg.diagnostics.objective import default_objective  # noqa: E402
 from bcg.diagnostics.plot import plot_spread_vs_stiffness  # noqa: E402
-from bcg.diagnostics.report import GradProblem, run_report  # noqa: E402
+from bcg.diagnostics.report import run_report, task_problem  # noqa: E402
 from bcg.envs import tasks  # noqa: E402
-
-
-def problem(task, stiffness, batch, seed, horizon=None):
-    sim = task.load(stiffness=stiffness)
-    qp, qv = task.initial_states(sim, batch, seed)
-    spec = default_objective(sim.mj_model)
-    noise = (task.qpos_noise, task.qvel_noise)
-    ctrl = task.nominal_controls(sim)[:horizon]
-    return GradProblem(sim, spec, qp, qv, ctrl, noise=noise, seed=seed)
 
 
 def main(argv=None):
@@ -55,7 +45,7 @@ def main(argv=None):
         reports = []
         for stiff in args.sweep.split(","):
             r = run_report(
-                problem(task, stiff, args.batch, args.seed, args.horizon),
+                task_problem(task, stiff, batch=args.batch, seed=args.seed, horizon=args.horizon),
                 ests,
                 seed=args.seed,
                 progress=lambda m: print("  " + m, flush=True),

@@ -57,7 +57,7 @@ def cmd_grad(args) -> int:
     _setup_jax(not args.float32)
     from bcg import estimators as E
     from bcg.diagnostics import plot as P
-    from bcg.diagnostics.report import make_problem, run_report
+    from bcg.diagnostics.report import make_problem, run_report, task_problem
     from bcg.diagnostics.table import format_table
     from bcg.envs import tasks
     from bcg.sim import load
@@ -95,28 +95,8 @@ def cmd_grad(args) -> int:
                 qpos_noise=args.qpos_noise,
                 qvel_noise=args.qvel_noise,
             )
-        task = tasks.get(args.task)
-        sim = task.load(stiffness=stiff)
-        qp, qv = task.initial_states(sim, args.batch, args.seed)
-        from bcg.diagnostics.objective import default_objective
-        from bcg.diagnostics.report import GradProblem
-
-        ctrl = task.nominal_controls(sim)
-        if args.horizon is not None:
-            if args.horizon > len(ctrl):
-                raise ValueError(
-                    f"--horizon {args.horizon} exceeds the task's horizon {task.horizon}"
-                )
-            ctrl = ctrl[: args.horizon]
-        return GradProblem(
-            sim,
-            default_objective(sim.mj_model),
-            qp,
-            qv,
-            ctrl,
-            center=(None, None),
-            noise=(task.qpos_noise, task.qvel_noise),
-            seed=args.seed,
+        return task_problem(
+            tasks.get(args.task), stiff, batch=args.batch, seed=args.seed, horizon=args.horizon
         )
 
     say = (lambda m: print(m, file=sys.stderr)) if not args.quiet else None

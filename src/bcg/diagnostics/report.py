@@ -108,6 +108,28 @@ def make_problem(
     return GradProblem(sim, spec, qp, qv, u, (qpos, qvel), (qpos_noise, qvel_noise), seed)
 
 
+def task_problem(task, stiffness, *, batch: int, seed: int = 0, horizon=None) -> GradProblem:
+    """The gradient problem of a built-in task: its initial-state distribution and nominal
+    controls, optionally cut to the first ``horizon`` control steps."""
+    sim = task.load(stiffness=stiffness)
+    qp, qv = task.initial_states(sim, batch, seed)
+    ctrl = task.nominal_controls(sim)
+    if horizon is not None:
+        if horizon > len(ctrl):
+            raise ValueError(f"--horizon {horizon} exceeds the task's horizon {task.horizon}")
+        ctrl = ctrl[:horizon]
+    return GradProblem(
+        sim,
+        default_objective(sim.mj_model),
+        qp,
+        qv,
+        ctrl,
+        center=(None, None),
+        noise=(task.qpos_noise, task.qvel_noise),
+        seed=seed,
+    )
+
+
 # --------------------------------------------------------------------------- gradients
 
 

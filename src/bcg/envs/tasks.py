@@ -40,6 +40,7 @@ import numpy as np
 
 from bcg.sim.model import Sim
 from bcg.sim.model import load as _load_sim
+from bcg.sim.step import quat_slices
 
 PHYSICS_DT = 0.005
 SUBSTEPS = 4
@@ -116,7 +117,7 @@ class Task:
         q0, v0 = self.keyframe_state(sim)
         rng = np.random.default_rng(seed)
         mask = np.ones(q0.shape[0])
-        for a, b in _quat_slices(sim.mj_model):
+        for a, b in quat_slices(sim.mj_model):
             mask[a:b] = 0.0
         dq = rng.normal(0.0, 1.0, (n, q0.shape[0])) * (self.qpos_noise * mask)
         dv = rng.normal(0.0, 1.0, (n, v0.shape[0])) * self.qvel_noise
@@ -132,17 +133,6 @@ class Task:
         lo, hi = sim.mj_model.actuator_ctrlrange.T
         limited = sim.mj_model.actuator_ctrllimited.astype(bool)
         return np.where(limited, np.clip(u, lo, hi), u)
-
-
-def _quat_slices(m: mujoco.MjModel) -> list[tuple[int, int]]:
-    out = []
-    for j in range(m.njnt):
-        a = int(m.jnt_qposadr[j])
-        if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
-            out.append((a + 3, a + 7))
-        elif m.jnt_type[j] == mujoco.mjtJoint.mjJNT_BALL:
-            out.append((a, a + 4))
-    return out
 
 
 # ----------------------------------------------------------------------------------- the MJCFs

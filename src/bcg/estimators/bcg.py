@@ -60,6 +60,13 @@ from bcg.sim.step import (
 TAU_AUTO_WEIGHT_FACTOR = 1.2  # auto tau = 1.2 x total weight (paper: 400 N on a 33 kg G1)
 
 
+def resolve_tau(tau: float | str, sim: Sim) -> float:
+    """Trigger force in newtons: ``tau``, or 1.2 x total weight for ``"auto"``."""
+    if tau == "auto":
+        return TAU_AUTO_WEIGHT_FACTOR * sim.total_weight()
+    return float(tau)
+
+
 class BranchState(NamedTuple):
     """The per-branch state fields of a bundle (leading axis: branch)."""
 
@@ -159,9 +166,7 @@ class BCG:
     # ------------------------------------------------------------------ helpers
 
     def tau_newton(self, sim: Sim) -> float:
-        if self.tau == "auto":
-            return TAU_AUTO_WEIGHT_FACTOR * sim.total_weight()
-        return float(self.tau)
+        return resolve_tau(self.tau, sim)
 
     def slots(self, batch: int) -> int:
         if self.capacity is None:

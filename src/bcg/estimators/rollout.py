@@ -18,7 +18,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from bcg.estimators.bcg import TAU_AUTO_WEIGHT_FACTOR, StepStats
+from bcg.estimators.bcg import StepStats, resolve_tau
 from bcg.sim.model import Sim
 from bcg.sim.step import control_step, normalize_quaternions
 
@@ -61,7 +61,7 @@ class PlainStep:
             stiff = jnp.max(fmax, initial=0.0) > tau
             return d.replace(time=d.time + sim.control_dt, **y), stiff
 
-        tau = TAU_AUTO_WEIGHT_FACTOR * sim.total_weight() if self.tau == "auto" else self.tau
+        tau = resolve_tau(self.tau, sim)
         new, stiff = jax.vmap(one)(data, ctrl, keys)
         zero = jnp.zeros((), jnp.int32)
         return new, StepStats(jnp.sum(stiff).astype(jnp.int32), zero, zero)

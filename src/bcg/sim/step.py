@@ -58,7 +58,8 @@ def control_step(sim: Sim, d: mjx.Data, ctrl) -> tuple[mjx.Data, jax.Array]:
     return d, fmax
 
 
-def _quat_slices(mj_model: mujoco.MjModel) -> list[tuple[int, int]]:
+def quat_slices(mj_model: mujoco.MjModel) -> list[tuple[int, int]]:
+    """qpos index ranges [a, b) of the quaternion blocks of free and ball joints."""
     out = []
     for j in range(mj_model.njnt):
         t = mj_model.jnt_type[j]
@@ -72,7 +73,7 @@ def _quat_slices(mj_model: mujoco.MjModel) -> list[tuple[int, int]]:
 
 def normalize_quaternions(sim: Sim, qpos: jax.Array) -> jax.Array:
     """Re-normalise the quaternion blocks (free and ball joints) of ``qpos`` (last axis)."""
-    for a, b in _quat_slices(sim.mj_model):
+    for a, b in quat_slices(sim.mj_model):
         q = qpos[..., a:b]
         qpos = qpos.at[..., a:b].set(q / jnp.linalg.norm(q, axis=-1, keepdims=True))
     return qpos
