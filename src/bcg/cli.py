@@ -1,8 +1,10 @@
-"""Command line: ``bcg grad`` (gradient report), ``bcg tasks``.
+"""Command line: ``bcg grad`` (gradient report), ``bcg tasks``, ``bcg train``, ``bcg eval``.
 
 bcg grad --task bouncing_ball                 # table + results/grad_bouncing_ball.{json,png}
 bcg grad --model my_robot.xml --json          # machine-readable report on your MJCF
 bcg grad --task hopper --estimators analytic,bcg --sweep soft,0.015,stiff
+bcg train --task hopper_jump --learner shac --estimator bcg --iterations 200
+bcg eval runs/hopper_jump_shac_bcg_stiff_s0 --episodes 8
 """
 
 from __future__ import annotations
@@ -134,6 +136,181 @@ def cmd_tasks(args) -> int:
     return 0
 
 
+def _run_description(args) -> dict:
+    """The run description stored in run.json (see :mod:`bcg.learners.registry`)."""
+    config = {}
+    if args.actor_hidden:
+        config["actor_hidden"] = [int(x) for x in args.actor_hidden.split(",") if x]
+    if args.critic_hidden and args.learner == "shac":
+        config["critic_hidden"] = [int(x) for x in args.critic_hidden.split(",") if x]
+    return {
+        "task": args.task,
+        "stiffness": _parse_stiffness(args.stiffness),
+        "learner": args.learner,
+        "estimator": args.estimator,
+        "estimator_params": _estimator_params(args).get(args.estimator, {}),
+        "iterations": args.iterations,
+        "num_envs": args.num_envs,
+        "horizon": args.horizon,
+        "seed": args.seed,
+        "float64": bool(args.float64),
+        "config": config,
+    }
+
+
+def _train_ppo(args, run: dict, run_dir: Path) -> int:
+    """``--learner ppo``: hand over to bcg.learners.ppo.train_ppo (brax PPO, plain step)."""
+    import importlib.util
+
+    if importlib.util.find_spec("bcg.learners.ppo") is None:
+        raise ValueError("--learner ppo: bcg.learners.ppo is not available in this install")
+    from bcg.envs import make_env
+    from bcg.learners.ppo import train_ppo
+
+    env = make_env(run["task"], stiffness=run["stiffness"])
+    steps = args.timesteps or run["iterations"] * run["num_envs"] * (run["horizon"] or 32)
+    train_ppo(
+        env,
+        num_timesteps=int(steps),
+        seed=run["seed"],
+        run_dir=run_dir,
+        num_envs=run["num_envs"],
+        resume=args.resume,
+    )
+    print(f"saved the PPO run in {run_dir}")
+    return 0
+
+
+def cmd_train(args) -> int:
+    from bcg.envs import POLICY_ENVS
+
+    if args.task not in POLICY_ENVS:
+        raise ValueError(f"unknown task {args.task!r}; choose from {', '.join(POLICY_ENVS)}")
+    if args.iterations < 1:
+        raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
+    if args.checkpoint_every < 1:
+        raise ValueError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+    run = _run_description(args)
+    from bcg.learners import registry
+
+    registry.validate(run)
+    run_dir = Path(
+        args.run_dir
+        or f"runs/{args.task}_{args.learner}_{args.estimator}_{args.stiffness}_s{args.seed}"
+    )
+    if args.resume and run["learner"] != "ppo":
+        if not (run_dir / "run.json").exists():
+            raise FileNotFoundError(f"--resume: no run in {run_dir} (missing run.json)")
+        stored = json.loads((run_dir / "run.json").read_text())
+        run = {**stored, "iterations": args.iterations}  # the stored run, maybe extended
+    if run["learner"] == "ppo":
+        _setup_jax(run["float64"])
+        return _train_ppo(args, run, run_dir)
+    _setup_jax(run["float64"])
+    from bcg.learners import harness
+
+    env, learner = registry.build(run)
+    steps = learner.env_steps_per_iteration // run["num_envs"]
+    print(
+        f"[bcg train] {run['task']} ({env.sim.stiffness.label} contact): {run['learner']} + "
+        f"{run['estimator']}, {run['num_envs']} envs x {steps}"
+        f" steps per iteration, {run['iterations']} iterations -> {run_dir}",
+        file=sys.stderr,
+    )
+    out = harness.train(
+        learner,
+        run_dir,
+        seed=run["seed"],
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+        progress=not args.quiet,
+        eval_episodes=args.eval_episodes,
+        run_config=run,
+    )
+    last, ev = out["last"], out["evals"]
+    if last:
+        print(
+            f"iteration {last['iteration']}: env steps {last['env_steps']}, wall time "
+            f"{last['wall_time']:.0f} s, training episode return {last['episode_return']:.2f}, "
+            f"skipped updates {int(last['skipped_updates'])}"
+        )
+    if "initial" in ev and "final" in ev:
+        for k in ("initial", "final"):
+            e = ev[k]
+            extra = "".join(f", {n} {v:.3f}" for n, v in e.items() if n.endswith(("_mean", "_max")))
+            print(
+                f"eval {k:7s}: return {e['mean_return']:.2f}, length {e['mean_length']:.1f}{extra}"
+            )
+    print(f"saved {run_dir}/metrics.csv, tb/, checkpoints/, training.png")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
+    path = Path(args.path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such run directory or checkpoint: {path}")
+    step = None
+    if path.name.isdigit() and path.parent.name == "checkpoints":  # a checkpoint directory
+        step, path = int(path.name), path.parent.parent
+    if (path / "ppo_config.json").exists():
+        return _eval_ppo(args, path)
+    if not (path / "run.json").exists():
+        raise FileNotFoundError(f"{path} is not a bcg run directory (missing run.json)")
+    run = json.loads((path / "run.json").read_text())
+    _setup_jax(run.get("float64", False))
+    import jax
+
+    from bcg.learners import harness, registry
+
+    if step is None and harness.latest_step(path) is None:
+        raise FileNotFoundError(f"no checkpoint in {path / 'checkpoints'}")
+    env, learner = registry.build(run)
+    template = learner.init(jax.random.PRNGKey(0))
+    state, it, env_steps, _ = harness.restore_checkpoint(path, template, step)
+    res = harness.evaluate(
+        env,
+        learner.policy,
+        learner.policy_params(state),
+        args.episodes,
+        jax.random.PRNGKey(args.seed),
+    )
+    return _print_eval(args, res, f"{path} (iteration {it}, {env_steps} env steps)")
+
+
+def _eval_ppo(args, path: Path) -> int:
+    _setup_jax(False)
+    import jax
+
+    from bcg.envs import make_env
+    from bcg.learners import ppo
+
+    cfg = json.loads((path / "ppo_config.json").read_text())
+    env = make_env(cfg.get("task", "hopper_jump"), stiffness=cfg.get("stiffness", "stiff"))
+    policy = ppo.load_ppo_policy(path, env)
+    mean, rets, lens = ppo.evaluate(env, policy, args.episodes, jax.random.PRNGKey(args.seed))
+    res = {
+        "mean_return": mean,
+        "mean_length": float(lens.mean()),
+        "returns": [float(x) for x in rets],
+        "lengths": [int(x) for x in lens],
+    }
+    return _print_eval(args, res, f"{path} (ppo)")
+
+
+def _print_eval(args, res: dict, label: str) -> int:
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+    print(f"{label}: {len(res['returns'])} episodes, deterministic policy, plain step")
+    for i, (r, n) in enumerate(zip(res["returns"], res["lengths"], strict=True)):
+        print(f"  episode {i}: return {r:.3f}, length {n}")
+    extra = "".join(f", {k} {v:.3f}" for k, v in res.items() if k.endswith(("_mean", "_max")))
+    print(f"mean return {res['mean_return']:.3f}, mean length {res['mean_length']:.1f}{extra}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="bcg", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -178,6 +355,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tasks", help="list built-in tasks")
     t.set_defaults(func=cmd_tasks)
+
+    tr = sub.add_parser("train", help="train a policy (SHAC / BPTT through an estimator, PPO)")
+    tr.add_argument("--task", default="hopper_jump", help="training task (default hopper_jump)")
+    tr.add_argument("--learner", default="shac", help="shac | bptt | ppo")
+    tr.add_argument("--estimator", default="bcg", help="analytic | bcg | bcg-stein | global-bundle")
+    tr.add_argument("--param", action="append", help="estimator parameter, e.g. bcg.tau=100")
+    tr.add_argument("--capacity", help="BCG bundle slots: int or fraction of the batch")
+    tr.add_argument("--stiffness", default="stiff", help="soft | stiff | solref tc (s)")
+    tr.add_argument("--iterations", type=int, default=200, help="learner iterations")
+    tr.add_argument("--num-envs", type=int, default=16, help="parallel environments")
+    tr.add_argument(
+        "--horizon", type=int, help="SHAC window (default 32) / BPTT episode steps (default all)"
+    )
+    tr.add_argument("--actor-hidden", help="actor layer sizes, e.g. 512,256,128 (default 64,64)")
+    tr.add_argument("--critic-hidden", help="critic layer sizes (SHAC; default 64,64)")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--run-dir", help="output folder (default runs/TASK_LEARNER_EST_STIFF_sSEED)")
+    tr.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    tr.add_argument("--checkpoint-every", type=int, default=25, help="iterations (default 25)")
+    tr.add_argument("--eval-episodes", type=int, default=8, help="0 to skip the evaluations")
+    tr.add_argument("--timesteps", type=int, help="(ppo) env steps, default from the sizes")
+    tr.add_argument("--float64", action="store_true", help="double precision (default float32)")
+    tr.add_argument("--quiet", action="store_true", help="no progress bar")
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser("eval", help="evaluate a trained policy (deterministic, plain step)")
+    ev.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
+    ev.add_argument("--episodes", type=int, default=8)
+    ev.add_argument("--seed", type=int, default=1)
+    ev.add_argument("--json", action="store_true", help="print the result as JSON")
+    ev.set_defaults(func=cmd_eval)
     return ap
 
 

@@ -5,4 +5,25 @@ from bcg.envs.base import ContactEnv
 from bcg.envs.hopper_jump import HopperJump, hopper_jump
 from bcg.envs.tasks import TASKS, Task, get, list_tasks
 
-__all__ = ["TASKS", "ContactEnv", "HopperJump", "Task", "get", "hopper_jump", "list_tasks"]
+# policy environments (training tasks) by name: factory(stiffness=...) -> ContactEnv
+POLICY_ENVS = {"hopper_jump": hopper_jump}
+
+
+def make_env(name: str, **kw) -> ContactEnv:
+    """A training environment by name (``bcg train --task``); unknown name: ValueError."""
+    if name not in POLICY_ENVS:
+        raise ValueError(f"unknown task {name!r}; choose from {', '.join(sorted(POLICY_ENVS))}")
+    return POLICY_ENVS[name](**kw)
+
+
+__all__ = [
+    "POLICY_ENVS",
+    "TASKS",
+    "ContactEnv",
+    "HopperJump",
+    "Task",
+    "get",
+    "hopper_jump",
+    "list_tasks",
+    "make_env",
+]

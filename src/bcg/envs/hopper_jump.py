@@ -62,6 +62,10 @@ class HopperJump(ContactEnv):
     def terminated(self, data):
         return (data.qpos[1] < self.min_height) | (jnp.abs(data.qpos[2]) > self.max_pitch)
 
+    def eval_metrics(self, data):
+        """Per-state quantities reported by evaluations (mean over alive steps and max)."""
+        return {"torso_height": data.qpos[1]}
+
 
 def hopper_jump(stiffness="stiff", **kw) -> HopperJump:
     """The hopper-jump environment at a contact stiffness (see :func:`bcg.sim.load`)."""

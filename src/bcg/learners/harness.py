@@ -1,0 +1,286 @@
+"""Training harness for the gradient-based learners (SHAC, BPTT): loop, logging, checkpoints,
+resume, plots and evaluation.
+
+A run directory holds
+
+    run.json          how to rebuild the learner (task, stiffness, learner, estimator, sizes)
+    metrics.csv       one row per iteration (iteration, env_steps, wall_time, metrics...)
+    tb/               TensorBoard event files (tensorboardX), same scalars, step = iteration
+    checkpoints/<k>/  orbax checkpoints: the learner state pytree (parameters, optimiser
+                      moments, normalisers, environments, RNG key, counters) + iteration,
+                      env steps and wall time
+    training.png      episode return vs env steps and vs wall time
+    eval.json         deterministic-policy evaluation of the initial and the final policy
+
+``resume=True`` restores the newest checkpoint and continues from it; rows of metrics.csv
+beyond that checkpoint (written before a kill) are dropped, so the CSV continues without
+duplicates. Because the state includes the RNG key and the environments, a resumed run
+reproduces the uninterrupted one exactly (same compiled program on the same device).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcg.envs.base import ContactEnv
+
+RUN_FILE = "run.json"
+CSV_FILE = "metrics.csv"
+CKPT_DIR = "checkpoints"
+PLOT_FILE = "training.png"
+EVAL_FILE = "eval.json"
+
+
+# ---------------------------------------------------------------------------- evaluation
+
+
+def evaluate(env: ContactEnv, policy, params, episodes: int, key, episode_length=None) -> dict:
+    """Run the deterministic ``policy(params, obs (N, n)) -> (N, A)`` for ``episodes`` episodes
+    with the plain (analytic) step, each until its first termination or ``episode_length``.
+
+    Returns mean / per-episode returns and lengths, plus the mean over alive steps and the max
+    of every entry of ``env.eval_metrics(data)`` if the environment defines it.
+    """
+    T = int(episode_length or env.episode_length)
+    extra = getattr(env, "eval_metrics", None)
+
+    @jax.jit
+    def run(params, key):
+        d0 = jax.vmap(env.initial_data)(jax.random.split(key, episodes))
+
+        def body(c, _):
+            d, alive, ret, n = c
+            a = policy(params, jax.vmap(env.observe)(d))
+            nd, r, term = jax.vmap(env.plain_step)(d, a)
+            ret = ret + jnp.where(alive, r, 0.0).astype(jnp.float32)
+            n = n + alive.astype(jnp.int32)
+            m = jax.vmap(extra)(nd) if extra else {}
+            return (nd, alive & ~term, ret, n), (m, alive)
+
+        z = jnp.zeros((episodes,), jnp.float32)
+        init = (d0, jnp.ones((episodes,), bool), z, jnp.zeros((episodes,), jnp.int32))
+        (_, _, ret, n), (m, alive) = jax.lax.scan(body, init, None, T)
+        w = alive.astype(jnp.float32)
+        summ = {}
+        for k, v in m.items():
+            summ[f"{k}_mean"] = jnp.sum(v * w) / jnp.sum(w)
+            summ[f"{k}_max"] = jnp.max(jnp.where(alive, v, -jnp.inf))
+        return ret, n, summ
+
+    ret, n, summ = run(params, key)
+    ret, n = np.asarray(ret), np.asarray(n)
+    out = {
+        "mean_return": float(ret.mean()),
+        "mean_length": float(n.mean()),
+        "returns": [float(x) for x in ret],
+        "lengths": [int(x) for x in n],
+    }
+    out.update({k: float(v) for k, v in summ.items()})
+    return out
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+
+def _manager(run_dir: Path, max_to_keep: int = 3):
+    import orbax.checkpoint as ocp
+
+    opts = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
+    return ocp.CheckpointManager((run_dir / CKPT_DIR).absolute(), options=opts)
+
+
+def _payload(state, iteration: int, env_steps: int, wall_time: float) -> dict:
+    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(state)]
+    return {  # orbax cannot store empty arrays: those come back from the template
+        "leaves": {f"{i:05d}": x for i, x in enumerate(leaves) if x.size},
+        "iteration": np.asarray(iteration, np.int64),
+        "env_steps": np.asarray(env_steps, np.int64),
+        "wall_time": np.asarray(wall_time, np.float64),
+    }
+
+
+def save_checkpoint(mgr, state, iteration: int, env_steps: int, wall_time: float):
+    import orbax.checkpoint as ocp
+
+    mgr.save(
+        iteration, args=ocp.args.StandardSave(_payload(state, iteration, env_steps, wall_time))
+    )
+    mgr.wait_until_finished()
+
+
+def latest_step(run_dir) -> int | None:
+    d = Path(run_dir) / CKPT_DIR
+    if not d.is_dir():
+        return None
+    steps = [int(p.name) for p in d.iterdir() if p.is_dir() and p.name.isdigit()]
+    return max(steps) if steps else None
+
+
+def restore_checkpoint(run_dir, template_state, step: int | None = None):
+    """``(state, iteration, env_steps, wall_time)`` from ``run_dir`` (newest or ``step``)."""
+    import orbax.checkpoint as ocp
+
+    run_dir = Path(run_dir)
+    step = latest_step(run_dir) if step is None else step
+    if step is None:
+        raise FileNotFoundError(f"no checkpoint in {run_dir / CKPT_DIR}")
+    mgr = _manager(run_dir)
+    target = _payload(template_state, 0, 0, 0.0)
+    p = mgr.restore(step, args=ocp.args.StandardRestore(target))
+    mgr.close()
+    leaves, treedef = jax.tree_util.tree_flatten(template_state)
+    saved = p["leaves"]
+    restored = [jnp.asarray(saved.get(f"{i:05d}", x)) for i, x in enumerate(leaves)]
+    state = jax.tree_util.tree_unflatten(treedef, restored)
+    return state, int(p["iteration"]), int(p["env_steps"]), float(p["wall_time"])
+
+
+# ---------------------------------------------------------------------------- logging
+
+
+def _read_rows(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _write_rows(path: Path, rows: list[dict], columns: list[str]):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def plot_training(rows: list[dict], path: Path, title: str = "") -> Path:
+    """Episode return (and mean step reward) vs env steps and vs wall time, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = np.array([float(r["env_steps"]) for r in rows])
+    wall = np.array([float(r["wall_time"]) for r in rows])
+    ret = np.array([float(r.get("episode_return", "nan") or "nan") for r in rows])
+    rew = np.array([float(r.get("reward_mean", "nan") or "nan") for r in rows])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, x, xl in ((axes[0], steps, "env steps"), (axes[1], wall, "wall time (s)")):
+        ax.plot(x, ret, color="C0", label="episode return (last finished)")
+        ax.set_xlabel(xl)
+        ax.set_ylabel("episode return", color="C0")
+        ax2 = ax.twinx()
+        ax2.plot(x, rew, color="C1", alpha=0.6, label="mean step reward")
+        ax2.set_ylabel("mean step reward", color="C1")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------- training
+
+
+def train(
+    learner,
+    run_dir,
+    *,
+    seed: int = 0,
+    checkpoint_every: int = 50,
+    resume: bool = False,
+    progress: bool = True,
+    eval_episodes: int = 8,
+    run_config: dict | None = None,
+    on_iteration=None,
+) -> dict:
+    """Train ``learner`` for ``learner.iterations`` iterations, logging into ``run_dir``.
+
+    ``on_iteration(iteration, metrics)`` is called after each iteration's logging and
+    checkpointing (a test hook). Returns a summary dict (also the last CSV row and evals).
+    """
+    from tensorboardX import SummaryWriter
+    from tqdm import tqdm
+
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if run_config is not None:
+        (run_dir / RUN_FILE).write_text(json.dumps(run_config, indent=2))
+    csv_path = run_dir / CSV_FILE
+    env = learner.env
+    n_iter = learner.iterations
+    key = jax.random.PRNGKey(seed)
+    k_init, k_eval = jax.random.split(key)
+    state = learner.init(k_init)
+
+    if resume:
+        if latest_step(run_dir) is None:
+            raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / CKPT_DIR}")
+        state, start, env_steps, wall0 = restore_checkpoint(run_dir, state)
+        rows = [r for r in _read_rows(csv_path) if int(r["iteration"]) <= start]
+    else:
+        if latest_step(run_dir) is not None:
+            raise ValueError(
+                f"{run_dir} already holds checkpoints: pass --resume or choose a new --run-dir"
+            )
+        start, env_steps, wall0, rows = 0, 0, 0.0, []
+
+    evals = {}
+    if (run_dir / EVAL_FILE).exists() and resume:
+        evals = json.loads((run_dir / EVAL_FILE).read_text())
+    if eval_episodes > 0 and "initial" not in evals:
+        evals["initial"] = evaluate(
+            env, learner.policy, learner.policy_params(state), eval_episodes, k_eval
+        )
+
+    step_fn = jax.jit(learner.iteration)
+    mgr = _manager(run_dir)
+    writer = SummaryWriter(str(run_dir / "tb"), purge_step=start + 1 if resume else None)
+    columns = list(rows[0].keys()) if rows else None
+    t0 = time.time()
+    bar = tqdm(range(start, n_iter), initial=start, total=n_iter, disable=not progress)
+    m = {}
+    for it in bar:
+        state, metrics = step_fn(state)
+        metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        done_it = it + 1
+        env_steps += learner.env_steps_per_iteration
+        wall = wall0 + time.time() - t0
+        m = {"iteration": done_it, "env_steps": env_steps, "wall_time": round(wall, 3), **metrics}
+        if columns is None:
+            columns = list(m.keys())
+        rows.append(m)
+        _write_rows(csv_path, rows, columns)  # whole file: small, and never half-written rows
+        for k, v in m.items():
+            if k != "iteration" and math.isfinite(float(v)):
+                writer.add_scalar(k, float(v), done_it)
+        writer.flush()
+        if done_it % checkpoint_every == 0 or done_it == n_iter:
+            save_checkpoint(mgr, state, done_it, env_steps, wall)
+        bar.set_postfix(
+            ret=f"{metrics.get('episode_return', math.nan):.1f}",
+            r=f"{metrics.get('reward_mean', math.nan):.2f}",
+        )
+        if on_iteration is not None:
+            on_iteration(done_it, m)
+    bar.close()
+    writer.close()
+    mgr.close()
+
+    if eval_episodes > 0:
+        evals["final"] = evaluate(
+            env, learner.policy, learner.policy_params(state), eval_episodes, k_eval
+        )
+        (run_dir / EVAL_FILE).write_text(json.dumps(evals, indent=2))
+    png = plot_training(rows, run_dir / PLOT_FILE, title=run_dir.name) if rows else None
+    return {"state": state, "last": m, "evals": evals, "plot": png, "rows": rows}

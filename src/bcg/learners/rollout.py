@@ -1,0 +1,130 @@
+"""Differentiable batched policy rollout through a step estimator, with resets.
+
+For a batch of E environments and ``horizon`` control steps t = 0..h-1:
+
+    o_t = observe(x_t),   a_t = policy(params, o_t, t, key_t)
+    x'_{t+1} = Estimator.step(x_t, ctrl(a_t))                  (batch level: BCG compacts)
+    r_t = reward(x_t, a_t, x'_{t+1}),   term_t = terminated(x'_{t+1})
+    trunc_t = (episode step + 1 == episode_length) and not term_t,   done_t = term_t or trunc_t
+    x_{t+1} = stop_gradient(fresh reset state) if done_t else x'_{t+1}
+
+``next_obs_t = observe(x'_{t+1})`` is the observation *before* the reset, so a learner can
+bootstrap from it on truncation (and must not on termination). The reset replaces the whole
+estimator carry (``jnp.where`` per environment over the carry pytree; this also clears BCG's
+bundle state) by ``Estimator.init`` of fresh, stop-gradient data: the derivative of everything
+after a reset with respect to anything before it is exactly zero. A state that is not finite
+(the simulation diverged) is treated as terminated and counted.
+
+Every step is wrapped in ``jax.checkpoint`` (rematerialised in the backward pass), so the
+memory of the backward pass is that of the scan carry and outputs, not of the physics.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from bcg.envs.base import ContactEnv
+from bcg.estimators.bcg import StepStats
+
+
+class EnvState(NamedTuple):
+    """The batch of environments between rollouts (leading axis E everywhere)."""
+
+    carry: object  # estimator carry (mjx.Data for PlainStep, BundleCarry for BCG)
+    step: jax.Array  # int32 control steps into the current episode
+    episode_return: jax.Array  # undiscounted return of the current episode so far
+    last_return: jax.Array  # return of the last finished episode (nan before the first)
+    last_length: jax.Array  # length of the last finished episode (nan before the first)
+
+
+class Trajectory(NamedTuple):
+    """Outputs of a rollout (leading axes (h, E))."""
+
+    obs: jax.Array  # o_t (raw)
+    actions: jax.Array
+    rewards: jax.Array  # r_t (raw, differentiable)
+    next_obs: jax.Array  # observe(x'_{t+1}) before any reset (differentiable)
+    terminated: jax.Array
+    truncated: jax.Array
+    diverged: jax.Array  # non-finite states (counted as terminated)
+    stats: StepStats  # per step (h,): triggered / bundled / overflow env counts
+
+
+def _where(mask, a, b):
+    """Per-environment select over matching pytrees (mask (E,))."""
+
+    def sel(x, y):
+        return jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y)
+
+    return jax.tree_util.tree_map(sel, a, b)
+
+
+def fresh_carry(env: ContactEnv, estimator, key, num_envs: int):
+    """Estimator carry of ``num_envs`` freshly reset environments (no gradient)."""
+    data = jax.vmap(env.initial_data)(jax.random.split(key, num_envs))
+    return estimator.init(env.sim, jax.lax.stop_gradient(data))
+
+
+def reset(env: ContactEnv, estimator, key, num_envs: int) -> EnvState:
+    carry = fresh_carry(env, estimator, key, num_envs)
+    nan = jnp.full((num_envs,), jnp.nan, jnp.float32)
+    zeros = jnp.zeros((num_envs,), jnp.float32)
+    return EnvState(carry, jnp.zeros((num_envs,), jnp.int32), zeros, nan, nan)
+
+
+def rollout(
+    env: ContactEnv,
+    estimator,
+    policy,
+    params,
+    state: EnvState,
+    key,
+    horizon: int,
+    *,
+    checkpoint: bool = True,
+) -> tuple[EnvState, Trajectory]:
+    """Roll the batch ``horizon`` steps under ``policy(params, obs (E, n), t, key) -> (E, A)``.
+
+    Differentiable in ``params`` (and in the initial carry) through the estimator's steps.
+    """
+    sim = env.sim
+    E = state.step.shape[0]
+    observe = jax.vmap(env.observe)
+
+    def body(s: EnvState, xs):
+        t, k = xs
+        k_act, k_step, k_reset = jax.random.split(k, 3)
+        data = estimator.state(s.carry)
+        obs = observe(data)
+        a = policy(params, obs, t, k_act)
+        carry, stats = estimator.step(sim, s.carry, jax.vmap(env.action_to_ctrl)(a), k_step)
+        nxt = estimator.state(carry)
+        r = jax.vmap(env.reward)(data, a, nxt)
+        next_obs = observe(nxt)
+        finite = jnp.isfinite(nxt.qpos).all(-1) & jnp.isfinite(nxt.qvel).all(-1)
+        finite &= jnp.isfinite(r) & jnp.isfinite(next_obs).all(-1)
+        r = jnp.where(finite, r, 0.0)  # forward value only: the gradient guard skips such updates
+        next_obs = jnp.where(finite[:, None], next_obs, 0.0)
+        term = jax.vmap(env.terminated)(nxt) | ~finite
+        step = s.step + 1
+        trunc = (step >= env.episode_length) & ~term
+        done = term | trunc
+        ep_ret = s.episode_return + jax.lax.stop_gradient(r).astype(jnp.float32)
+        fresh = fresh_carry(env, estimator, k_reset, E)
+        new = EnvState(
+            carry=_where(done, fresh, carry),
+            step=jnp.where(done, 0, step),
+            episode_return=jnp.where(done, 0.0, ep_ret),
+            last_return=jnp.where(done, ep_ret, s.last_return),
+            last_length=jnp.where(done, step.astype(jnp.float32), s.last_length),
+        )
+        out = Trajectory(obs, a, r, next_obs, term, trunc, ~finite, stats)
+        return new, out
+
+    if checkpoint:
+        body = jax.checkpoint(body)
+    xs = (jnp.arange(horizon), jax.random.split(key, horizon))
+    return jax.lax.scan(body, state, xs)

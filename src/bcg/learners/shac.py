@@ -1,0 +1,330 @@
+"""SHAC: short-horizon actor-critic through a differentiable simulator (Xu et al. 2022), with
+the gradient estimator of the physics step pluggable (``analytic``, ``bcg``, ...).
+
+Per iteration, on E environments that continue across iterations (METHOD.md hyper-parameters):
+
+1. Roll h steps (default 32) with the stochastic actor a_t = tanh(mu(o_t) + sigma eps_t)
+   through the estimator; rewards are scaled by the running std of the discounted return,
+   r_t <- r_t / std(R).
+2. Actor loss (differentiated through the rollout), per environment summed over its episode
+   pieces inside the window, with the discount restarting at every reset:
+
+       L = -(1 / (h E)) sum_env [ sum_t gamma^t r_t + gamma^{t_end + 1} V(s'_{t_end + 1}) ]
+
+   V(s') is added at the end of every piece: at the window end (t_end = h - 1) and at a
+   truncation (time limit: V of the pre-reset state), but not at a termination (failure:
+   value 0). V is the *mean* of the target-critic ensemble.
+3. Actor step: grad-norm clip 1, Adam (0.7, 0.95), lr 5e-3 decayed linearly to 1e-5.
+4. Critic targets: TD(lambda) (lambda 0.95) on the same window (no gradient),
+
+       G_t = r_t + gamma [ d_t V_t' + (1 - d_t)((1 - lambda) V_t' + lambda G_{t+1}) ],
+       G_{h-1} = r_{h-1} + gamma V'_{h-1},   V_t' = (1 - term_t) V_target(s'_{t+1}),
+
+   d_t = done (terminated or truncated) at step t.
+5. Critic: every one of K = 3 ensemble members regresses G on normalised o_t, minimising
+   mean_k mean_batch (V_k(o) - G)^2, for ``critic_iterations`` passes over
+   ``critic_minibatches`` shuffled minibatches (grad clip 10, Adam (0.7, 0.95), lr 2e-3
+   decayed linearly to 1e-5). Target critic: theta' <- alpha theta' + (1 - alpha) theta
+   (alpha 0.2, as SHAC).
+6. Running mean-std of observations (normalising every network input) and of the discounted
+   return R_t = gamma R_{t-1} + r_t (reset at episode ends) are updated from the window.
+
+A non-finite actor or critic gradient skips that update (counted in ``skipped_updates``).
+Defaults below are CPU-demo sizes; ``SHACConfig.paper()`` has the paper's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from bcg.envs.base import ContactEnv
+from bcg.learners import networks as nets
+from bcg.learners import normalization as rms
+from bcg.learners.base import Learner
+from bcg.learners.common import global_norm, guarded_step, linear_lr, make_optimizer
+from bcg.learners.rollout import EnvState, Trajectory, reset, rollout
+
+
+@dataclasses.dataclass(frozen=True)
+class SHACConfig:
+    num_envs: int = 16
+    horizon: int = 32
+    gamma: float = 0.99
+    lam: float = 0.95
+    actor_lr: float = 5e-3
+    critic_lr: float = 2e-3
+    lr_end: float = 1e-5
+    betas: tuple[float, float] = (0.7, 0.95)
+    actor_clip: float = 1.0
+    critic_clip: float = 10.0
+    critic_ensemble: int = 3
+    critic_iterations: int = 16
+    critic_minibatches: int = 4
+    target_alpha: float = 0.2
+    actor_hidden: tuple[int, ...] = (64, 64)
+    critic_hidden: tuple[int, ...] = (64, 64)
+    init_log_std: float = 0.0
+    normalize_obs: bool = True
+    normalize_returns: bool = True
+
+    @classmethod
+    def paper(cls, **kw) -> SHACConfig:
+        p = dict(num_envs=64, actor_hidden=(512, 256, 128), critic_hidden=(256, 256))
+        return cls(**{**p, **kw})
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class State:
+    actor: dict
+    critic: dict  # ensemble-stacked
+    target: dict
+    actor_opt: tuple
+    critic_opt: tuple
+    obs_rms: rms.RunningMeanStd
+    ret_rms: rms.RunningMeanStd
+    ret: jax.Array  # running discounted return per env (for the return normaliser)
+    env: EnvState
+    key: jax.Array
+    iteration: jax.Array
+    skipped_updates: jax.Array
+
+
+# ---------------------------------------------------------------------------- pure pieces
+
+
+def actor_objective(rewards, next_values, terminated, truncated, gamma):
+    """The SHAC actor loss L (see module docstring) from (h, E) arrays."""
+    h, E = rewards.shape
+    dt = jnp.result_type(rewards, next_values)
+    rewards, next_values = rewards.astype(dt), next_values.astype(dt)
+    boot = jnp.where(terminated, 0.0, next_values)
+    done = terminated | truncated
+    last = jnp.arange(h) == h - 1
+
+    def body(c, xs):
+        disc, acc, total = c
+        r, b, d, is_last = xs
+        acc = acc + disc * r
+        total = total + jnp.where(d | is_last, acc + disc * gamma * b, 0.0)
+        disc = jnp.where(d, 1.0, disc * gamma)
+        acc = jnp.where(d, 0.0, acc)
+        return (disc, acc, total), None
+
+    z = jnp.zeros((E,), rewards.dtype)
+    (_, _, total), _ = jax.lax.scan(body, (z + 1.0, z, z), (rewards, boot, done, last))
+    return -jnp.sum(total) / (h * E)
+
+
+def td_lambda_targets(rewards, next_values, terminated, truncated, gamma, lam):
+    """TD(lambda) targets G_t (h, E) (see module docstring)."""
+    dt = jnp.result_type(rewards, next_values)
+    rewards, nv = rewards.astype(dt), jnp.where(terminated, 0.0, next_values).astype(dt)
+    done = terminated | truncated
+
+    def body(g_next, xs):
+        r, v, d = xs
+        g = r + gamma * jnp.where(d, v, (1.0 - lam) * v + lam * g_next)
+        return g, g
+
+    _, g = jax.lax.scan(body, nv[-1], (rewards, nv, done), reverse=True)
+    return g
+
+
+def discounted_return_stream(ret0, rewards, done, gamma):
+    """R_t = gamma R_{t-1} + r_t, reset to 0 after an episode end: (R_h, (h, E) R_t)."""
+
+    def body(ret, xs):
+        r, d = xs
+        ret = gamma * ret + r.astype(ret.dtype)
+        return jnp.where(d, 0.0, ret), ret
+
+    return jax.lax.scan(body, ret0, (rewards, done))
+
+
+# ---------------------------------------------------------------------------- learner
+
+
+class SHAC(Learner):
+    name = "shac"
+
+    def __init__(
+        self,
+        env: ContactEnv,
+        estimator,
+        config: SHACConfig | None = None,
+        *,
+        iterations: int = 1000,
+    ):
+        self.env = env
+        self.estimator = estimator
+        self.cfg = config or SHACConfig()
+        self.iterations = int(iterations)
+        c = self.cfg
+        self.actor = nets.Actor(env.action_size, c.actor_hidden, c.init_log_std)
+        self.critic = nets.Critic(c.critic_hidden)
+        self.actor_tx = make_optimizer(c.actor_clip, c.betas)
+        self.critic_tx = make_optimizer(c.critic_clip, c.betas)
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        return self.cfg.num_envs * self.cfg.horizon
+
+    def config(self) -> dict:
+        return {"learner": self.name, "iterations": self.iterations, **dataclasses.asdict(self.cfg)}
+
+    # ------------------------------------------------------------------ state
+
+    def init(self, key) -> State:
+        c = self.cfg
+        n_obs = self.env.observation_size
+        k_env, k_a, k_c, key = jax.random.split(key, 4)
+        actor = self.actor.init(k_a, jnp.zeros((1, n_obs), jnp.float32))
+        critic = nets.init_critics(self.critic, k_c, n_obs, c.critic_ensemble)
+        return State(
+            actor=actor,
+            critic=critic,
+            target=critic,
+            actor_opt=self.actor_tx.init(actor),
+            critic_opt=self.critic_tx.init(critic),
+            obs_rms=rms.init((n_obs,)),
+            ret_rms=rms.init(()),
+            ret=jnp.zeros((c.num_envs,), jnp.float32),
+            env=reset(self.env, self.estimator, k_env, c.num_envs),
+            key=key,
+            iteration=jnp.zeros((), jnp.int32),
+            skipped_updates=jnp.zeros((), jnp.int32),
+        )
+
+    def policy_params(self, state: State):
+        return {"actor": state.actor, "obs_rms": state.obs_rms}
+
+    def policy(self, params, obs):
+        o = self._norm_obs(params["obs_rms"], obs)
+        return nets.mean_action(self.actor, params["actor"], o)
+
+    def _norm_obs(self, obs_rms, obs):
+        return rms.normalize(obs_rms, obs) if self.cfg.normalize_obs else obs
+
+    def _values(self, params, obs_rms, obs):
+        return nets.critic_values(self.critic, params, self._norm_obs(obs_rms, obs)).mean(0)
+
+    # ------------------------------------------------------------------ losses
+
+    def actor_loss(self, actor_params, state: State, key):
+        """(L, (env state after the window, trajectory, scaled rewards))."""
+        c = self.cfg
+
+        def policy(p, obs, t, k):
+            return nets.sample_action(self.actor, p, self._norm_obs(state.obs_rms, obs), k)
+
+        env_state, traj = rollout(
+            self.env, self.estimator, policy, actor_params, state.env, key, c.horizon
+        )
+        scale = rms.std(state.ret_rms) if c.normalize_returns else 1.0
+        r = traj.rewards / scale
+        v_next = self._values(state.target, state.obs_rms, traj.next_obs)
+        loss = actor_objective(r, v_next, traj.terminated, traj.truncated, c.gamma)
+        return loss, (env_state, traj, r)
+
+    def _critic_update(self, state: State, obs, targets, key, lr):
+        c = self.cfg
+        obs = obs.reshape(-1, obs.shape[-1])
+        targets = targets.reshape(-1)
+        n = obs.shape[0]
+        mb = max(n // c.critic_minibatches, 1)
+        nmb = n // mb
+
+        def loss_fn(p, o, g):
+            v = nets.critic_values(self.critic, p, o)  # (K, mb)
+            return jnp.mean((v - g[None]) ** 2)
+
+        def minibatch(carry, idx):
+            p, opt, skipped = carry
+            loss, grads = jax.value_and_grad(loss_fn)(p, obs[idx], targets[idx])
+            p, opt, ok = guarded_step(self.critic_tx, p, opt, grads, lr, loss)
+            return (p, opt, skipped + (~ok).astype(jnp.int32)), loss
+
+        def epoch(carry, k):
+            perm = jax.random.permutation(k, n)[: nmb * mb].reshape(nmb, mb)
+            return jax.lax.scan(minibatch, carry, perm)
+
+        carry0 = (state.critic, state.critic_opt, jnp.zeros((), jnp.int32))
+        keys = jax.random.split(key, c.critic_iterations)
+        (p, opt, skipped), losses = jax.lax.scan(epoch, carry0, keys)
+        return p, opt, skipped, jnp.mean(losses)
+
+    # ------------------------------------------------------------------ one iteration
+
+    def iteration(self, state: State):
+        c = self.cfg
+        key, k_roll, k_critic = jax.random.split(state.key, 3)
+
+        # actor: differentiate the short-horizon window through the estimator
+        (loss, (env_state, traj, r)), grads = jax.value_and_grad(self.actor_loss, has_aux=True)(
+            state.actor, state, k_roll
+        )
+        lr_a = linear_lr(c.actor_lr, c.lr_end, state.iteration, self.iterations)
+        actor, actor_opt, ok_a = guarded_step(
+            self.actor_tx, state.actor, state.actor_opt, grads, lr_a, loss
+        )
+
+        # critic: TD(lambda) targets from the target critic on the same window
+        traj, r = jax.lax.stop_gradient((traj, r))
+        v_next = self._values(state.target, state.obs_rms, traj.next_obs)
+        targets = td_lambda_targets(r, v_next, traj.terminated, traj.truncated, c.gamma, c.lam)
+        lr_c = linear_lr(c.critic_lr, c.lr_end, state.iteration, self.iterations)
+        obs_n = self._norm_obs(state.obs_rms, traj.obs)
+        critic, critic_opt, skipped_c, critic_loss = self._critic_update(
+            state, obs_n, targets, k_critic, lr_c
+        )
+        a = c.target_alpha
+        target = jax.tree_util.tree_map(lambda t, p: a * t + (1 - a) * p, state.target, critic)
+
+        # normalisers
+        done = traj.terminated | traj.truncated
+        ret, rets = discounted_return_stream(state.ret, traj.rewards, done, c.gamma)
+        skipped = state.skipped_updates + (~ok_a).astype(jnp.int32) + skipped_c
+        new = State(
+            actor=actor,
+            critic=critic,
+            target=target,
+            actor_opt=actor_opt,
+            critic_opt=critic_opt,
+            obs_rms=rms.update(state.obs_rms, traj.obs) if c.normalize_obs else state.obs_rms,
+            ret_rms=rms.update(state.ret_rms, rets) if c.normalize_returns else state.ret_rms,
+            ret=ret,
+            env=env_state,
+            key=key,
+            iteration=state.iteration + 1,
+            skipped_updates=skipped,
+        )
+        metrics = {
+            "actor_loss": loss,
+            "critic_loss": critic_loss,
+            "value_mean": jnp.mean(targets),
+            "actor_grad_norm": global_norm(grads),
+            "actor_lr": lr_a,
+            "action_std": jnp.mean(jnp.exp(actor["params"]["log_std"])),
+            "skipped_updates": skipped,
+            **trajectory_metrics(traj, env_state),
+        }
+        return new, metrics
+
+
+def trajectory_metrics(traj: Trajectory, env_state: EnvState) -> dict:
+    """Logging metrics of a window: raw reward, finished-episode stats, estimator counts."""
+    n = traj.rewards.size
+    return {
+        "reward_mean": jnp.mean(traj.rewards),
+        "episode_return": jnp.nanmean(env_state.last_return),
+        "episode_length": jnp.nanmean(env_state.last_length),
+        "terminations": jnp.sum(traj.terminated),
+        "diverged": jnp.sum(traj.diverged),
+        "triggered_fraction": jnp.sum(traj.stats.triggered) / n,
+        "bundled_fraction": jnp.sum(traj.stats.bundled) / n,
+        "overflow": jnp.sum(traj.stats.overflow),
+    }
