@@ -1,0 +1,1 @@
+"""Policy learners on the contact environments (SHAC, BPTT, PPO)."""
