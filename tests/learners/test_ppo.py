@@ -160,6 +160,11 @@ TINY = dict(
 )
 
 
+def _count(normalizer) -> int:
+    c = normalizer.count
+    return int(c.to_numpy() if hasattr(c, "to_numpy") else np.asarray(c))
+
+
 def _read(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -169,7 +174,7 @@ def test_train_ppo_end_to_end_and_reload(pogo, tmp_path):
     from bcg.learners.ppo import evaluate, load_ppo_policy, make_deterministic_policy, train_ppo
 
     run = tmp_path / "run"
-    make_policy, params, history = train_ppo(pogo, num_timesteps=200, seed=0, run_dir=run, **TINY)
+    make_policy, params, history = train_ppo(pogo, num_timesteps=128, seed=0, run_dir=run, **TINY)
 
     # metrics: one row per evaluation, increasing env steps, finite returns
     rows = _read(run / "metrics.csv")
@@ -177,11 +182,11 @@ def test_train_ppo_end_to_end_and_reload(pogo, tmp_path):
     assert {"env_steps", "wall_time_s", "eval_return"} <= set(rows[0])
     steps = [int(r["env_steps"]) for r in rows]
     assert steps[0] == 0 and all(b > a for a, b in zip(steps, steps[1:], strict=False))
-    assert steps[-1] >= 200
+    assert steps == [0, 64, 128]  # 2 epochs x 2 updates x (4 x 2 trajectories x 4 steps)
     assert all(np.isfinite(float(r["eval_return"])) for r in rows)
     assert all(float(r["wall_time_s"]) > 0 for r in rows)
     assert list(run.glob("events.out.tfevents.*")), "no TensorBoard event file"
-    assert (run / "checkpoints").is_dir()
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [f"{64:012d}", f"{128:012d}"]
 
     # the reloaded policy is the trained deterministic policy
     policy = load_ppo_policy(run, pogo)
@@ -196,3 +201,25 @@ def test_train_ppo_end_to_end_and_reload(pogo, tmp_path):
     mean, rets, lens = evaluate(pogo, policy, 3, jax.random.PRNGKey(0))
     assert rets.shape == (3,) and np.isfinite(mean)
     assert np.all((lens >= 1) & (lens <= pogo.episode_length))
+
+
+def test_train_ppo_resume_continues_from_the_last_checkpoint(pogo, tmp_path):
+    from bcg.learners.ppo import latest_checkpoint, train_ppo
+
+    run = tmp_path / "run"
+    _, params1, _ = train_ppo(pogo, num_timesteps=128, seed=0, run_dir=run, **TINY)
+    assert latest_checkpoint(run)[1] == 128
+    _, params2, hist = train_ppo(pogo, num_timesteps=256, seed=0, run_dir=run, resume=True, **TINY)
+    # the resumed part starts from the checkpoint (its env steps continue, no step-0 row)
+    assert [r["env_steps"] for r in hist] == [192, 256]
+    rows = _read(run / "metrics.csv")
+    assert [int(r["env_steps"]) for r in rows] == [0, 64, 128, 192, 256]
+    times = [float(r["wall_time_s"]) for r in rows]
+    assert times == sorted(times)
+    assert latest_checkpoint(run)[1] == 256
+    # the normaliser kept counting from the restored state (not restarted at 0)
+    assert _count(params2[0]) > _count(params1[0]) > 0
+    # resuming a finished run trains nothing
+    _, params3, hist3 = train_ppo(pogo, num_timesteps=256, seed=0, run_dir=run, resume=True, **TINY)
+    assert hist3 == []
+    np.testing.assert_array_equal(params3[0].mean, params2[0].mean)

@@ -22,10 +22,11 @@ Defaults (:data:`PPO_DEFAULTS`, every one overridable through ``**ppo_kwargs``),
 
 Files written in ``run_dir``: ``metrics.csv`` (one row per evaluation: env_steps, wall_time_s,
 eval_return, eval_return_std, eval_episode_length, train_sps), a tensorboardX event file,
-``ppo_params.pkl``
-(``brax.io.model.save_params`` of ``(normalizer, policy, value)`` params), ``ppo_config.json``
-(what :func:`load_ppo_policy` needs to rebuild the networks) and ``checkpoints/<step>/``
-(brax's own orbax checkpoint at every evaluation).
+``ppo_params.pkl`` (``brax.io.model.save_params`` of the ``(normalizer, policy, value)``
+params), ``ppo_config.json`` (what :func:`load_ppo_policy` needs to rebuild the networks, plus
+the run's settings) and ``checkpoints/<env steps>/``
+(brax's PPO checkpoint format, orbax params + network config, at every evaluation; a fresh,
+non-resumed run deletes the old ones).
 
 Resume (``resume=True``): brax 0.14.2's ``ppo.train`` restores the normaliser, policy and value
 parameters from ``restore_checkpoint_path`` but **not** the Adam state or the step counter;
@@ -40,6 +41,7 @@ import csv
 import functools
 import json
 import math
+import shutil
 import time
 from pathlib import Path
 
@@ -144,6 +146,8 @@ class _RunLog:
             self._tb = SummaryWriter(str(self.run_dir))
 
     def __call__(self, step: int, metrics: dict):
+        if step == 0 and self.step_offset > 0:
+            return  # the restored policy's evaluation: already logged by the previous run
         row = {
             "env_steps": int(step) + self.step_offset,
             "wall_time_s": round(time.time() - self.t0 + self.time_offset, 3),
@@ -232,7 +236,6 @@ def train_ppo(
     if run_dir is not None:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        kw.setdefault("save_checkpoint_path", str((run_dir / CHECKPOINT_DIR).absolute()))
         if resume:
             ck = latest_checkpoint(run_dir)
             if ck is not None:
@@ -240,19 +243,33 @@ def train_ppo(
                 step_offset = ck[1]
                 prev = _read_csv(run_dir / "metrics.csv")
                 time_offset = prev[-1]["wall_time_s"] if prev else 0.0
+        elif (run_dir / CHECKPOINT_DIR).is_dir():  # a fresh run: drop stale checkpoints
+            for p in (run_dir / CHECKPOINT_DIR).iterdir():
+                if p.is_dir() and p.name.isdigit():
+                    shutil.rmtree(p)
     elif resume:
         raise ValueError("resume needs a run_dir")
     remaining = max(int(num_timesteps) - step_offset, 0)
+    benv = to_brax(env)
+    factory = _network_factory(net)
+    if run_dir is not None:
+        kw["policy_params_fn"] = _checkpoint_saver(
+            run_dir / CHECKPOINT_DIR,
+            step_offset,
+            benv,
+            bool(kw["normalize_observations"]),
+            factory,
+            kw.get("policy_params_fn"),
+        )
 
     log = _RunLog(run_dir, progress, step_offset, time_offset, append=step_offset > 0)
-    benv = to_brax(env)
     try:
         make_policy, params, _ = ppo.train(
             environment=benv,
             num_timesteps=remaining,
             episode_length=episode_length,
             seed=seed,
-            network_factory=_network_factory(net),
+            network_factory=factory,
             progress_fn=log,
             **kw,
         )
@@ -277,6 +294,29 @@ def train_ppo(
         }
         (run_dir / CONFIG_FILE).write_text(json.dumps(cfg, indent=2))
     return make_policy, params, log.history
+
+
+def _checkpoint_saver(ckdir: Path, offset: int, benv, normalize: bool, factory, user_fn=None):
+    """brax ``policy_params_fn`` saving brax's PPO checkpoint (orbax params + network config,
+    loadable by ``brax.training.agents.ppo.checkpoint.load_policy``) at every evaluation, named
+    by the run's total env steps (brax's own ``save_checkpoint_path`` names them by the steps
+    of the current ``train`` call, which restart at 0 on resume)."""
+    from brax.training.agents.ppo import checkpoint as ppo_checkpoint
+
+    config = ppo_checkpoint.network_config(
+        observation_size=benv.observation_size,
+        action_size=benv.action_size,
+        normalize_observations=normalize,
+        network_factory=factory,
+    )
+
+    def save(step, make_policy, params):
+        if user_fn is not None:
+            user_fn(step, make_policy, params)
+        if step > 0:
+            ppo_checkpoint.save(ckdir.absolute(), offset + int(step), params, config)
+
+    return save
 
 
 def _stiffness_spec(env: ContactEnv):
