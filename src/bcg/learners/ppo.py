@@ -9,8 +9,9 @@ progress lines, the final parameters on disk and a deterministic policy loaded b
 Defaults (:data:`PPO_DEFAULTS`, every one overridable through ``**ppo_kwargs``), chosen for a
 2-core CPU where a hopper step costs ~60 us at batch 32:
 
-* 32 environments, unroll 20, 4 minibatches of 32 trajectories x 4 epochs per batch:
-  2,560 env steps per PPO update (brax: ``batch_size * num_minibatches * unroll_length``);
+* 32 environments, unroll 20, 4 minibatches of ``num_envs`` (32) trajectories x 4 epochs per
+  batch: 2,560 env steps per PPO update (brax: ``batch_size * num_minibatches *
+  unroll_length``), i.e. 4 rollouts of 20 steps of the 32 environments;
 * Adam lr 3e-4, gradient-norm clip 1, discount 0.97, GAE lambda 0.95, clip 0.2, entropy 1e-3,
   value coefficient 0.5, reward scaling 1, advantage normalisation;
 * observation normalisation on (brax's running mean/std, saved with the parameters);
@@ -55,7 +56,6 @@ from bcg.learners.brax_env import to_brax
 PPO_DEFAULTS: dict = dict(
     num_envs=32,
     unroll_length=20,
-    batch_size=32,
     num_minibatches=4,
     num_updates_per_batch=4,
     learning_rate=3e-4,
@@ -229,7 +229,9 @@ def train_ppo(
             net[k] = ppo_kwargs.pop(k)
     net["policy_hidden_layer_sizes"] = [int(x) for x in net["policy_hidden_layer_sizes"]]
     net["value_hidden_layer_sizes"] = [int(x) for x in net["value_hidden_layer_sizes"]]
-    kw = {**PPO_DEFAULTS, **ppo_kwargs, "num_envs": num_envs}
+    # one minibatch = num_envs trajectories unless set: batch_size * num_minibatches must be a
+    # multiple of num_envs (brax)
+    kw = {**PPO_DEFAULTS, "batch_size": num_envs, **ppo_kwargs, "num_envs": num_envs}
     episode_length = int(episode_length or env.episode_length)
 
     step_offset, time_offset = 0, 0.0
