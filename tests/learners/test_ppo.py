@@ -197,6 +197,9 @@ def test_train_ppo_end_to_end_and_reload(pogo, tmp_path):
     np.testing.assert_array_equal(a, np.asarray(trained(obs)))
     # ... and it is not an untrained constant
     assert np.ptp(a) > 0
+    # the last checkpoint holds the same parameters; the earlier one differs
+    np.testing.assert_array_equal(np.asarray(load_ppo_policy(run, pogo, step=128)(obs)), a)
+    assert not np.array_equal(np.asarray(load_ppo_policy(run, pogo, step=64)(obs)), a)
 
     mean, rets, lens = evaluate(pogo, policy, 3, jax.random.PRNGKey(0))
     assert rets.shape == (3,) and np.isfinite(mean)

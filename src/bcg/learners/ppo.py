@@ -27,7 +27,7 @@ eval_return, eval_return_std, eval_episode_length, train_sps), a tensorboardX ev
 params), ``ppo_config.json`` (what :func:`load_ppo_policy` needs to rebuild the networks, plus
 the run's settings) and ``checkpoints/<env steps>/``
 (brax's PPO checkpoint format, orbax params + network config, at every evaluation; a fresh,
-non-resumed run deletes the old ones).
+non-resumed run deletes the old ones; load one with ``load_ppo_policy(run_dir, step=...)``).
 
 Resume (``resume=True``): brax 0.14.2's ``ppo.train`` restores the normaliser, policy and value
 parameters from ``restore_checkpoint_path`` but **not** the Adam state or the step counter;
@@ -300,9 +300,11 @@ def train_ppo(
 
 def _checkpoint_saver(ckdir: Path, offset: int, benv, normalize: bool, factory, user_fn=None):
     """brax ``policy_params_fn`` saving brax's PPO checkpoint (orbax params + network config,
-    loadable by ``brax.training.agents.ppo.checkpoint.load_policy``) at every evaluation, named
-    by the run's total env steps (brax's own ``save_checkpoint_path`` names them by the steps
-    of the current ``train`` call, which restart at 0 on resume)."""
+    what ``restore_checkpoint_path`` reads) at every evaluation, named by the run's total env
+    steps (brax's own ``save_checkpoint_path`` names them by the steps of the current ``train``
+    call, which restart at 0 on resume). Note: brax 0.14.2's ``checkpoint.load_policy`` cannot
+    read its own network config (``mean_kernel_init_fn: null`` -> KeyError), for these and for
+    brax-saved checkpoints alike; use :func:`load_ppo_policy` with ``step``."""
     from brax.training.agents.ppo import checkpoint as ppo_checkpoint
 
     config = ppo_checkpoint.network_config(
@@ -350,9 +352,10 @@ def make_deterministic_policy(make_policy, params):
     return policy
 
 
-def load_ppo_policy(run_dir, env: ContactEnv | None = None):
+def load_ppo_policy(run_dir, env: ContactEnv | None = None, step: int | None = None):
     """The deterministic policy ``policy(obs) -> action`` saved by :func:`train_ppo` in run_dir.
 
+    ``step`` selects the checkpoint ``checkpoints/<step>`` instead of the final parameters;
     ``env`` (optional) is checked against the saved observation and action sizes.
     """
     from brax.io import model as brax_model
@@ -369,7 +372,15 @@ def load_ppo_policy(run_dir, env: ContactEnv | None = None):
             f"{run_dir} holds a policy for obs {cfg['observation_size']} / action "
             f"{cfg['action_size']}, env has {env.observation_size} / {env.action_size}"
         )
-    params = brax_model.load_params(str(run_dir / PARAMS_FILE))
+    if step is None:
+        params = brax_model.load_params(str(run_dir / PARAMS_FILE))
+    else:
+        from brax.training.agents.ppo import checkpoint as ppo_checkpoint
+
+        path = run_dir / CHECKPOINT_DIR / f"{int(step):012d}"
+        if not path.is_dir():
+            raise FileNotFoundError(f"no PPO checkpoint {path}")
+        params = ppo_checkpoint.load(path.absolute())
     normalize = running_statistics.normalize if cfg["normalize_observations"] else (lambda x, y: x)
     network = _network_factory(cfg["network"])(
         cfg["observation_size"], cfg["action_size"], preprocess_observations_fn=normalize
