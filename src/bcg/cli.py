@@ -141,6 +141,8 @@ def _run_description(args) -> dict:
     config = {}
     if args.actor_hidden:
         config["actor_hidden"] = [int(x) for x in args.actor_hidden.split(",") if x]
+    if args.init_log_std is not None:
+        config["init_log_std"] = args.init_log_std
     if args.critic_hidden and args.learner == "shac":
         config["critic_hidden"] = [int(x) for x in args.critic_hidden.split(",") if x]
     return {
@@ -370,6 +372,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--actor-hidden", help="actor layer sizes, e.g. 512,256,128 (default 64,64)")
     tr.add_argument("--critic-hidden", help="critic layer sizes (SHAC; default 64,64)")
+    tr.add_argument(
+        "--init-log-std", type=float, help="initial log action std (default 0 = log 1.0)"
+    )
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--run-dir", help="output folder (default runs/TASK_LEARNER_EST_STIFF_sSEED)")
     tr.add_argument("--resume", action="store_true", help="continue from the last checkpoint")

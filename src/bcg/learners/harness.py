@@ -235,6 +235,9 @@ def train(
             )
         start, env_steps, wall0, rows = 0, 0, 0.0, []
 
+    # committed arrays, like the outputs of the jitted iteration: otherwise the second call
+    # would compile the iteration again (jit specialises on committed vs uncommitted inputs)
+    state = jax.device_put(state, jax.devices()[0])
     evals = {}
     if (run_dir / EVAL_FILE).exists() and resume:
         evals = json.loads((run_dir / EVAL_FILE).read_text())

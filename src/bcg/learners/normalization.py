@@ -29,7 +29,7 @@ class RunningMeanStd(NamedTuple):
 def init(shape=(), dtype=jnp.float32, count: float = 1e-4) -> RunningMeanStd:
     """Prior: mean 0, variance 1, a tiny pseudo-count (the first batch dominates)."""
     return RunningMeanStd(
-        jnp.zeros(shape, dtype), jnp.ones(shape, dtype), jnp.asarray(count, jnp.float32)
+        jnp.zeros(shape, dtype), jnp.ones(shape, dtype), jnp.asarray(count, dtype)
     )
 
 
