@@ -21,6 +21,10 @@ def validate(run: dict) -> None:
     """ValueError for an unknown learner / estimator or bad sizes (before anything compiles)."""
     if run["learner"] not in LEARNERS:
         raise ValueError(f"unknown learner {run['learner']!r}; choose from {', '.join(LEARNERS)}")
+    if run["estimator"] not in E.NAMES:
+        raise ValueError(
+            f"unknown estimator {run['estimator']!r}; choose from {', '.join(STEP_ESTIMATORS)}"
+        )
     if run["learner"] in GRADIENT_LEARNERS and run["estimator"] not in STEP_ESTIMATORS:
         raise ValueError(
             f"estimator {run['estimator']!r} cannot be used by {run['learner']}: choose a "

@@ -1,0 +1,121 @@
+"""``bcg train`` / ``bcg eval`` end to end on tiny settings (a toy task registered for the
+fast test; the real hopper-jump task with BCG in the slow one)."""
+
+import json
+
+import jax
+import pytest
+from toy import toy_env
+
+from bcg import cli
+from bcg.envs import POLICY_ENVS
+
+TINY = ["--num-envs", "2", "--horizon", "4", "--actor-hidden", "8", "--critic-hidden", "8"]
+
+
+@pytest.fixture
+def toy_task(monkeypatch, tmp_path):
+    monkeypatch.setitem(POLICY_ENVS, "toy", lambda stiffness="stiff": toy_env(episode_length=6))
+    cache = jax.config.jax_compilation_cache_dir
+    monkeypatch.setenv("BCG_JAX_CACHE", str(cache))  # keep the test cache
+    yield
+    jax.config.update("jax_enable_x64", True)  # the CLI sets precision for the process
+    jax.config.update("jax_compilation_cache_dir", cache)
+
+
+def _check_run_dir(run):
+    assert (run / "run.json").exists()
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("iteration,env_steps,wall_time") and len(rows) == 3
+    assert list((run / "tb").glob("events.out.tfevents.*"))
+    assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [
+        "1",
+        "2",
+    ]
+    assert (run / "training.png").stat().st_size > 1000
+    ev = json.loads((run / "eval.json").read_text())
+    assert set(ev) == {"initial", "final"}
+
+
+def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["train", "--task", "toy", "--learner", "shac", "--estimator", "analytic"]
+    argv += [*TINY, "--iterations", "2", "--checkpoint-every", "1", "--run-dir", str(run)]
+    argv += ["--eval-episodes", "2", "--float64", "--quiet"]
+    assert cli.main(argv) == 0
+    _check_run_dir(run)
+    out = capsys.readouterr().out
+    assert "eval final" in out and "iteration 2" in out
+
+    assert cli.main(["eval", str(run), "--episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("episode ") >= 3 and "mean return" in out
+    assert cli.main(["eval", str(run / "checkpoints" / "1"), "--episodes", "2", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert len(res["returns"]) == 2
+
+    # extend the finished run by one iteration with --resume: the CSV continues
+    assert (
+        cli.main(
+            [
+                *argv[:-6],
+                "--iterations",
+                "3",
+                "--checkpoint-every",
+                "1",
+                "--run-dir",
+                str(run),
+                "--eval-episodes",
+                "0",
+                "--float64",
+                "--quiet",
+                "--resume",
+            ]
+        )
+        == 0
+    )
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize(
+    "argv, msg",
+    [
+        (["train", "--task", "nope"], "unknown task"),
+        (["train", "--learner", "sac"], "unknown learner"),
+        (["train", "--estimator", "magic"], "unknown estimator"),
+        (["train", "--estimator", "zeroth-order"], "step-level estimator"),
+        (["train", "--iterations", "0"], "--iterations must be >= 1"),
+        (["train", "--resume", "--run-dir", "/nonexistent/run"], "no run in"),
+        (["eval", "/nonexistent/run"], "no such run directory"),
+    ],
+)
+def test_cli_bad_input_is_a_clear_error(toy_task, argv, msg, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"bcg: error: {msg}" in err or msg in err
+    assert "Traceback" not in err
+
+
+def test_cli_eval_without_checkpoint(tmp_path, capsys):
+    (tmp_path / "run.json").write_text(json.dumps({"learner": "shac"}))
+    assert cli.main(["eval", str(tmp_path)]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    jax.config.update("jax_enable_x64", True)
+
+
+@pytest.mark.slow
+def test_cli_train_hopper_bcg(tmp_path, capsys, monkeypatch):
+    """The real task: 2 iterations of SHAC + BCG on hopper-jump, stiff contact."""
+    monkeypatch.setenv("BCG_JAX_CACHE", str(jax.config.jax_compilation_cache_dir))
+    run = tmp_path / "hop"
+    argv = ["train", "--task", "hopper_jump", "--learner", "shac", "--estimator", "bcg", *TINY]
+    argv += ["--iterations", "2", "--checkpoint-every", "1", "--run-dir", str(run)]
+    argv += ["--eval-episodes", "2", "--quiet"]
+    try:
+        assert cli.main(argv) == 0
+        _check_run_dir(run)
+        assert cli.main(["eval", str(run), "--episodes", "2"]) == 0
+        assert "torso_height" in capsys.readouterr().out
+    finally:
+        jax.config.update("jax_enable_x64", True)
