@@ -170,6 +170,8 @@ def test_offsets_follow_the_contact_chain(sim):
         ({"sigma_p": -0.01}, "sigma_p"),
         ({"sigma_v": float("nan")}, "sigma_v"),
         ({"tau": -1.0}, "tau"),
+        ({"stiff_timeconst": -0.01}, "stiff_timeconst"),
+        ({"stiff_timeconst": "stiff"}, "stiff_timeconst"),
         ({"damping": 0.0}, "damping"),
         ({"capacity": 0}, "capacity"),
         ({"capacity": 1.5}, "capacity"),
@@ -190,3 +192,28 @@ def test_registry_errors():
         E.make("bcg", sigma=1.0)
     with pytest.raises(ValueError, match="sigma"):
         E.make("global-bundle", sigma=-1.0)
+
+
+def test_soft_contact_never_triggers_and_bcg_equals_analytic():
+    """The stiffness gate (ours): contacts slower than 3 physics steps never bundle, so on soft
+    contact BCG is the analytic step exactly; with ``stiff_timeconst=None`` (the paper) the same
+    impact triggers."""
+    from bcg.estimators.bcg import hot_contacts, resolve_stiff_timeconst
+
+    soft = bs.load(BALL, stiffness="soft", name="ball-soft")
+    d = jax.tree_util.tree_map(lambda x: x[0], _batch(soft, [0.102], [-1.5]))
+    plain, fmax = jax.jit(lambda d: bs.control_step(soft, d, jnp.zeros(0)))(d)
+    assert float(jnp.max(fmax)) > 50.0  # a real impact (weight: 9.8 N)
+    gate = resolve_stiff_timeconst("auto", soft)
+    assert gate == pytest.approx(0.015) and soft.stiffness.timeconst == 0.02
+    assert not bool(jnp.any(hot_contacts(plain, fmax, 0.0, gate)))
+    assert bool(jnp.any(hot_contacts(plain, fmax, 0.0, resolve_stiff_timeconst(None, soft))))
+
+    d0 = _batch(soft, Z, VZ)
+    dv = jnp.zeros_like(d0.qvel)
+    key = jax.random.PRNGKey(3)
+    (va, (qa, sta)), ga = _grad_fn(soft, E.make("analytic"))(dv, d0, key)
+    (vb, (qb, stb)), gb = _grad_fn(soft, BCG(capacity=2))(dv, d0, key)
+    assert int(np.sum(stb.triggered)) == 0 and int(np.sum(sta.triggered)) == 0
+    np.testing.assert_allclose(np.asarray(qb), np.asarray(qa), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(gb), np.asarray(ga), rtol=1e-12, atol=1e-12)

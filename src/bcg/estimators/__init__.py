@@ -53,6 +53,7 @@ def make(name: str, **params):
     allowed = dict(DEFAULTS[name])
     if name == "bcg":
         allowed.update(
+            stiff_timeconst="auto",
             damping=1e-4,
             capacity=None,
             antithetic=False,
@@ -60,7 +61,7 @@ def make(name: str, **params):
             stein_velocity=False,
         )
     if name == "bcg-stein":
-        allowed.update(damping=1e-4, capacity=None, stein_velocity=False)
+        allowed.update(stiff_timeconst="auto", damping=1e-4, capacity=None, stein_velocity=False)
     unknown = set(params) - set(allowed)
     if unknown:
         raise ValueError(

@@ -34,7 +34,14 @@ compacted into a fixed buffer of C slots (continuing bundles first), so a step c
 steps + C x B branch steps instead of E x (1 + B). Environments that do not fit overflow:
 they take the plain step, and the overflow is counted in the step statistics. A step at which
 no environment of the batch bundles skips the bundle computation altogether (``lax.cond`` on
-the batch, forward and backward).
+the batch, forward and backward). Only the state fields (qpos, qvel, act, qacc_warmstart) of the
+bundle mean are scattered back; derived fields of the returned data (xpos, contacts, ...) are those
+of the plain step (run ``mjx.forward`` on the state if you need them at the mean).
+
+Stiffness gate (ours). The paper triggers on force alone. Here a contact may trigger only if its
+solref time constant is at most ``stiff_timeconst`` (default 3 physics steps): soft contacts
+resolve over many steps, their analytic gradients are smooth, and bundling them would only add
+cost and smoothing bias.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from bcg.sim.step import (
 )
 
 TAU_AUTO_WEIGHT_FACTOR = 1.2  # auto tau = 1.2 x total weight (paper: 400 N on a 33 kg G1)
+STIFF_AUTO_STEPS = 3.0  # auto stiffness gate: contact time constant <= 3 physics steps
 
 
 def resolve_tau(tau: float | str, sim: Sim) -> float:
@@ -65,6 +73,32 @@ def resolve_tau(tau: float | str, sim: Sim) -> float:
     if tau == "auto":
         return TAU_AUTO_WEIGHT_FACTOR * sim.total_weight()
     return float(tau)
+
+
+def resolve_stiff_timeconst(value: float | str | None, sim: Sim) -> float:
+    """Largest contact time constant (s) that may trigger: ``value``, 3 physics steps for
+    ``"auto"``, or infinity for ``None`` (every contact may trigger, as in the paper)."""
+    if value is None:
+        return math.inf
+    if value == "auto":
+        return STIFF_AUTO_STEPS * sim.physics_dt
+    return float(value)
+
+
+def contact_timeconst(data) -> jax.Array:
+    """Per contact slot, the solref time constant in seconds (last axis ``ncon``). A direct
+    ``solref = (-k, -b)`` gives the undamped equivalent ``1 / sqrt(k)``."""
+    ref = data._impl.contact.solref[..., 0]
+    return jnp.where(ref > 0, ref, 1.0 / jnp.sqrt(jnp.maximum(-ref, 1e-12)))
+
+
+def hot_contacts(data, fmax, tau: float, max_timeconst: float) -> jax.Array:
+    """Per contact slot (last axis ``ncon``): normal force above ``tau`` and time constant at
+    most ``max_timeconst``. ``fmax``: peak normal force of each slot over the control step.
+    An environment triggers when any of its contacts is hot."""
+    if fmax.shape[-1] == 0:
+        return jnp.zeros(fmax.shape, bool)
+    return (fmax > tau) & (contact_timeconst(data) <= max_timeconst)
 
 
 class BranchState(NamedTuple):
@@ -116,6 +150,9 @@ class BCG:
       sigma_p: Cartesian position offset std in metres (paper 0.01).
       sigma_v: Cartesian velocity offset std in m/s (paper 0.02).
       tau: contact normal-force trigger in newtons, or ``"auto"`` = 1.2 x total weight.
+      stiff_timeconst: only contacts whose solref time constant is at most this (seconds) may
+        trigger: ``"auto"`` = 3 physics steps (ours: soft contact, whose analytic gradients are
+        already smooth, is never bundled), ``None`` = any contact (the paper).
       damping: lambda of the damped pseudo-inverse (paper 1e-4).
       capacity: bundle slots per step for a batch of environments: an int, a fraction of the
         batch in (0, 1], or None for no compaction (every environment computes the bundle,
@@ -133,6 +170,7 @@ class BCG:
     sigma_p: float = 0.01
     sigma_v: float = 0.02
     tau: float | str = "auto"
+    stiff_timeconst: float | str | None = "auto"
     damping: float = 1e-4
     capacity: int | float | None = None
     antithetic: bool = False
@@ -148,6 +186,8 @@ class BCG:
         _check_pos("damping (lambda)", self.damping)
         if self.tau != "auto":
             _check_pos("tau", self.tau, allow_zero=True)
+        if self.stiff_timeconst not in ("auto", None):
+            _check_pos("stiff_timeconst", self.stiff_timeconst)
         if self.capacity is not None:
             c = self.capacity
             if isinstance(c, bool) or not isinstance(c, (int, float)):
@@ -222,13 +262,14 @@ class BCG:
         sg = jax.lax.stop_gradient
         return sg(dp @ Minv_t), sg(dv @ Minv_t), sg(dp), sg(dv), sg(Minv_t.T)
 
-    def _bundle_one(self, sim: Sim, carry: BundleCarry, plain, fmax, ctrl, key, tau):
+    def _bundle_one(self, sim: Sim, carry: BundleCarry, plain, fmax, ctrl, key, tau, max_tc):
         """Bundle step of one environment: start (if not in a bundle) or continue it."""
         sg = jax.lax.stop_gradient
         d = carry.data
         B = self.num_branches
         in_bundle = carry.remaining > 0
-        dq, dqd, dp, dv, M = self._offsets_full(sim, plain, fmax > tau, key)
+        hot = hot_contacts(plain, fmax, tau, max_tc)
+        dq, dqd, dp, dv, M = self._offsets_full(sim, plain, hot, key)
         q0, v0 = d.qpos, d.qvel
         anchor, noise = carry.anchor, carry.noise
         if self.gradient == "stein":
@@ -271,6 +312,7 @@ class BCG:
                 qpos=integrate_qpos_linear(sim, mean.qpos, A_q @ anchor),
                 qvel=mean.qvel + A_v @ anchor,
             )
+        mean = BranchState(mean.qpos, mean.qvel, mean.act, mean.qacc_warmstart)
         return mean, new_br, remaining, anchor, noise
 
     # ------------------------------------------------------------------ the step
@@ -278,10 +320,12 @@ class BCG:
     def step(self, sim: Sim, carry: BundleCarry, ctrl, key) -> tuple[BundleCarry, StepStats]:
         """One control step of a batch of E environments (leading axis everywhere)."""
         tau = self.tau_newton(sim)
+        max_tc = resolve_stiff_timeconst(self.stiff_timeconst, sim)
         E = carry.remaining.shape[0]
         plain, fmax = jax.vmap(lambda d, u: control_step(sim, d, u))(carry.data, ctrl)
+        plain_state = BranchState(plain.qpos, plain.qvel, plain.act, plain.qacc_warmstart)
         in_bundle = carry.remaining > 0
-        trig = (~in_bundle) & (jnp.max(fmax, axis=-1, initial=0.0) > tau)
+        trig = (~in_bundle) & jnp.any(hot_contacts(plain, fmax, tau, max_tc), axis=-1)
         need = in_bundle | trig
         keys = jax.random.split(key, E)
         C = self.slots(E)
@@ -289,7 +333,7 @@ class BCG:
         def bundle_path(_):
             if C >= E:  # naive: every environment computes the bundle, select per environment
                 mean, br, rem, anc, noi = jax.vmap(
-                    lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau)
+                    lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau, max_tc)
                 )(carry, plain, fmax, ctrl, keys)
                 return mean, br, rem, anc, noi, need, jnp.zeros((), jnp.int32)
             # compaction into C slots, continuing bundles first
@@ -298,11 +342,11 @@ class BCG:
             valid = score[idx] > 0
             take = lambda t: jax.tree_util.tree_map(lambda x: x[idx], t)  # noqa: E731
             mean_c, br_c, rem_c, anc_c, noi_c = jax.vmap(
-                lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau)
+                lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau, max_tc)
             )(take(carry), take(plain), fmax[idx], ctrl[idx], keys[idx])
             put = lambda full, part: full.at[idx].set(part)  # noqa: E731
             return (
-                jax.tree_util.tree_map(put, plain, mean_c),
+                jax.tree_util.tree_map(put, plain_state, mean_c),
                 jax.tree_util.tree_map(put, carry.branches, br_c),
                 put(jnp.zeros_like(carry.remaining), rem_c),
                 put(carry.anchor, anc_c),
@@ -313,7 +357,7 @@ class BCG:
 
         def plain_path(_):  # no environment bundles at this step: skip the bundle entirely
             return (
-                plain,
+                plain_state,
                 carry.branches,
                 jnp.zeros_like(carry.remaining),
                 carry.anchor,
@@ -332,7 +376,8 @@ class BCG:
             s = sel.reshape(sel.shape + (1,) * (a.ndim - 1))
             return jnp.where(s, a, b)
 
-        data = jax.tree_util.tree_map(choose, mean, plain)
+        mean_state = jax.tree_util.tree_map(choose, mean, plain_state)
+        data = plain.replace(**mean_state._asdict())
         branches = jax.tree_util.tree_map(choose, br, carry.branches)
         remaining = jnp.where(sel, rem, 0).astype(jnp.int32)
         anchor = choose(anc, jnp.zeros_like(carry.anchor))

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from bcg.estimators.bcg import StepStats, resolve_tau
+from bcg.estimators.bcg import StepStats, hot_contacts, resolve_stiff_timeconst, resolve_tau
 from bcg.sim.model import Sim
 from bcg.sim.step import control_step, normalize_quaternions
 
@@ -28,13 +28,15 @@ class PlainStep:
     """x_{t+1} = F(x_t, u_t) per environment, or est(F, (x_t, u_t), key) if a transform is given.
 
     The transform sees x = {qpos, qvel, ctrl} and returns {qpos, qvel, act, qacc_warmstart}
-    (and the per-contact peak normal force ``fmax``, for the statistics only);
+    (and the per-contact mask ``hot`` of stiff contacts above ``tau``, for the statistics only);
     quaternions are re-normalised before stepping so that position noise is admissible.
     """
 
     transform: Callable | None = None
     name: str = "analytic"
-    tau: float | str = "auto"  # only for the statistics: env-steps with contact force > tau
+    # only for the statistics: env-steps with a stiff contact force above tau (as BCG's trigger)
+    tau: float | str = "auto"
+    stiff_timeconst: float | str | None = "auto"
 
     def init(self, sim: Sim, data):
         return data
@@ -48,7 +50,7 @@ class PlainStep:
                 dd = d.replace(qpos=normalize_quaternions(sim, x["qpos"]), qvel=x["qvel"])
                 out, fmax = control_step(sim, dd, x["ctrl"])
                 return {
-                    "fmax": fmax,
+                    "hot": hot_contacts(out, fmax, tau, max_tc).astype(out.qpos.dtype),
                     "qpos": out.qpos,
                     "qvel": out.qvel,
                     "act": out.act,
@@ -57,11 +59,11 @@ class PlainStep:
 
             x = {"qpos": d.qpos, "qvel": d.qvel, "ctrl": jnp.asarray(u, d.qpos.dtype)}
             y = f(x) if self.transform is None else self.transform(f, x, k)
-            fmax = jax.lax.stop_gradient(y.pop("fmax"))
-            stiff = jnp.max(fmax, initial=0.0) > tau
+            stiff = jnp.any(jax.lax.stop_gradient(y.pop("hot")) > 0)
             return d.replace(time=d.time + sim.control_dt, **y), stiff
 
         tau = resolve_tau(self.tau, sim)
+        max_tc = resolve_stiff_timeconst(self.stiff_timeconst, sim)
         new, stiff = jax.vmap(one)(data, ctrl, keys)
         zero = jnp.zeros((), jnp.int32)
         return new, StepStats(jnp.sum(stiff).astype(jnp.int32), zero, zero)
