@@ -221,3 +221,17 @@ def test_analytic_gradient_matches_native_reference_in_free_fall(task_and_sim, r
     np.testing.assert_allclose(g, [closed], rtol=1e-9)
     np.testing.assert_allclose(g_ref, [closed], rtol=1e-6)
     assert r["estimators"]["analytic"]["summed_variance"] < 1e-20
+
+
+def test_task_problem_reference_states_follow_the_task_distribution():
+    """The reference's extra initial states of a built-in task come from the task's own sampler
+    (no quaternion noise), not from the generic tangent-noise sampler."""
+    from bcg.diagnostics.report import task_problem
+
+    task = tasks.get("bouncing_ball")
+    p = task_problem(task, "stiff", batch=4, seed=3)
+    q, v = p.more_states(6, 11)
+    q_task, v_task = task.initial_states(p.sim, 6, 11)
+    np.testing.assert_array_equal(q, q_task)
+    np.testing.assert_array_equal(v, v_task)
+    np.testing.assert_array_equal(q[:, 3:7], np.tile([1.0, 0, 0, 0], (6, 1)))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -45,9 +46,14 @@ class GradProblem:
     center: tuple = (None, None)  # (qpos, qvel) the batch is drawn around
     noise: tuple = (0.01, 0.05)  # (qpos_noise, qvel_noise)
     seed: int = 0
+    # (n, seed) -> (qpos (n, nq), qvel (n, nv)): the batch's own distribution; None: tangent
+    # noise ``noise`` around ``center`` (random_initial_states)
+    sampler: Callable[[int, int], tuple[np.ndarray, np.ndarray]] | None = None
 
     def more_states(self, n: int, seed: int):
         """n further initial states from the same distribution (for the reference)."""
+        if self.sampler is not None:
+            return self.sampler(n, seed)
         return random_initial_states(self.sim, n, seed, *self.noise, *self.center)
 
     @property
@@ -127,6 +133,7 @@ def task_problem(task, stiffness, *, batch: int, seed: int = 0, horizon=None) ->
         center=(None, None),
         noise=(task.qpos_noise, task.qvel_noise),
         seed=seed,
+        sampler=lambda n, s: task.initial_states(sim, n, s),
     )
 
 
