@@ -7,7 +7,14 @@ import mujoco
 import numpy as np
 
 from bcg.envs import hopper_jump
-from bcg.envs.hopper_jump import FOOT_RADIUS, Z_STAND, foot_clearance
+from bcg.envs.hopper_jump import (
+    FOOT_RADIUS,
+    Z_STAND,
+    ZC_STAND,
+    com_height,
+    com_velocity,
+    foot_clearance,
+)
 from bcg.sim.step import make_data
 
 
@@ -31,6 +38,34 @@ def test_foot_clearance_matches_mujoco_kinematics():
         np.testing.assert_allclose(float(foot_clearance(jnp.asarray(d.qpos))), want, atol=1e-6)
 
 
+def test_com_height_and_velocity_match_mujoco():
+    env = hopper_jump("stiff")
+    m = env.sim.mj_model
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        d.qpos[:] = m.key_qpos[0] + rng.uniform(-0.5, 0.5, m.nq)
+        d.qvel[:] = rng.normal(size=m.nv)
+        mujoco.mj_forward(m, d)
+        mujoco.mj_subtreeVel(m, d)
+        q, v = jnp.asarray(d.qpos), jnp.asarray(d.qvel)
+        np.testing.assert_allclose(float(com_height(q)), d.subtree_com[1][2], atol=1e-6)
+        np.testing.assert_allclose(float(com_velocity(q, v)), d.subtree_linvel[1][2], atol=1e-5)
+
+
+def test_tucked_leg_is_not_a_jump():
+    env = hopper_jump("stiff")
+    a = jnp.zeros(2)
+    stand = _state(env, Z_STAND, 0.0)
+    # leg tucked, foot off the floor, centre of mass 1 cm below standing (without a push from
+    # the floor the centre of mass cannot rise: tucking lowers the torso instead)
+    tuck = _state(env, Z_STAND, 0.0, hip=1.0, knee=-2.0)
+    dz = ZC_STAND - 0.01 - float(com_height(tuck.qpos))  # com height is z + f(angles)
+    tuck = _state(env, Z_STAND + dz, 0.0, hip=1.0, knee=-2.0)
+    assert float(foot_clearance(tuck.qpos)) > 0.05
+    assert float(env.reward(stand, a, tuck)) < float(env.reward(stand, a, stand))
+
+
 def test_airborne_rising_beats_standing_and_crouch_is_not_penalised():
     env = hopper_jump("stiff")
     a = jnp.zeros(2)
@@ -42,8 +77,8 @@ def test_airborne_rising_beats_standing_and_crouch_is_not_penalised():
     r_crouch = float(env.reward(stand, a, crouch))
     assert r_air > r_stand + 2.0
     assert abs(r_stand - env.alive_weight) < 0.05  # standing: ~ the alive bonus only
-    # the crouch a jump needs costs at most the ramps' lower bound, (w_h + w_foot + w_v) log2 / k
-    bound = (env.height_weight + env.foot_weight + env.velocity_weight) * np.log(2.0)
+    # the crouch a jump needs costs at most the ramps' lower bound, (w_h + w_v) log2 / k
+    bound = (env.height_weight + env.velocity_weight) * np.log(2.0)
     assert r_crouch > r_stand - bound / env.ramp_sharpness - env.pitch_weight * 1e-6
 
 

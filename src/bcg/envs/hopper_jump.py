@@ -9,24 +9,29 @@ analytic gradients explode.
 
 Reward (all terms smooth, so that SHAC can differentiate them):
 
-    r_t = w_alive
-          + w_h    s(z_{t+1} - z_stand)          one-sided torso height above standing
-          + w_foot s(c_{t+1})                     foot clearance above the floor
-          + w_v    s(vz_{t+1})                    upward torso velocity only
+    r_t = w_alive + w_h s(zc_{t+1} - zc_stand) + w_v s(vzc_{t+1})
           - w_pitch pitch_{t+1}^2 - w_ctrl |a_t|^2
 
-with the smooth ramp s(x) = (softplus(k x) - log 2) / k (s(0) = 0, s(x) -> x for x >> 1/k,
-bounded below by -log(2)/k; sharpness k = ``ramp_sharpness``), z_stand = 0.74 m, and the foot
-clearance c = z_foot - r_foot computed from qpos by the planar kinematics
+    (w_alive, w_h, w_v, w_pitch, w_ctrl) = (0.5, 30, 1, 1, 0.01)
 
-    z_foot = z - 0.1 cos(pitch) - 0.3 cos(pitch - hip) - 0.3 cos(pitch - hip - knee).
+with zc the height of the centre of mass (from qpos by the planar kinematics, masses torso 2,
+thigh 1, shin 0.5, foot 0.5 kg), zc_stand = 0.5246 m its standing value in the keyframe pose,
+vzc = (d zc / dq) qdot its vertical velocity, and the smooth ramp
 
-Crouching below standing height costs at most (w_h + w_foot + w_v) log(2) / k = 0.43 per
-step, unlike a linear height term, which made the crouch that every jump needs cost more than
-the jump earned (the previous reward, ``10 (z - z_stand) + 1 - pitch^2``: policies learned to
-balance, not to jump). The alive bonus is small (0.5), so standing still for the full 200
-steps scores at most ~100. Native MuJoCo, keyframe start: zero action (stands, tips over at step
-61) scores 19; the open-loop CEM jump above (one 11 cm jump, tips over at step 49) scores 54.
+    s(x) = (softplus(k x) - log 2) / k,     k = ``ramp_sharpness`` = 50 per m (per m/s)
+
+(s(0) = 0, s(x) -> x for x >> 1/k, s(x) > -log(2)/k everywhere). Standing scores ~w_alive per
+step; with the foot on the floor the centre of mass can rise only ~1 cm above zc_stand (leg
+straight), so the height term pays for flight. The centre of mass (not the torso or the foot)
+is what a jump must raise: a term on foot clearance was exploited by tucking the leg while
+falling (SHAC, 150 iterations: foot 16 cm up, torso never above standing), and tucking lowers
+the centre of mass. Crouching below standing height costs at most (w_h + w_v) log(2) / k =
+0.43 per step, unlike a linear height term, which made the crouch that every jump needs cost
+more than the jump earned (the previous reward, ``10 (z - z_stand) + 1 - pitch^2``: policies
+learned to balance, not to jump). The alive bonus is small, so standing still for the full 200
+steps scores at most ~100. Native MuJoCo, keyframe start: zero action (stands, tips over at
+step 61) scores 16; the open-loop CEM jump above (centre of mass 11 cm up, tips over at step 49)
+scores 46; tucking the leg for 0.3 s scores 6-16.
 
 Observation (9): torso height, pitch, hip and knee angles, and the 5 joint velocities (scaled
 by 0.1). Terminated when the torso drops below ``min_height`` or tilts beyond ``max_pitch``.
@@ -52,9 +57,11 @@ from bcg.envs.tasks import get as get_task
 from bcg.sim.model import Sim
 
 Z_STAND = 0.74  # torso height standing on the floor in the keyframe pose (m)
+ZC_STAND = 0.5246  # centre-of-mass height standing in the keyframe pose (m)
 HIP_OFFSET = 0.1  # torso centre to hip (m)
 THIGH, SHIN = 0.3, 0.3  # segment lengths (m)
 FOOT_RADIUS = 0.05  # m
+MASSES = (2.0, 1.0, 0.5, 0.5)  # torso, thigh, shin, foot (kg)
 AIRBORNE_CLEARANCE = 0.01  # foot clearance (m) above which the eval metric counts airborne
 
 
@@ -63,23 +70,41 @@ def smooth_ramp(x, sharpness):
     return (jax.nn.softplus(sharpness * x) - math.log(2.0)) / sharpness
 
 
+def _joint_heights(qpos):
+    """Heights (m) of the torso centre, hip, knee and foot centre from qpos (planar chain)."""
+    z, pitch, hip, knee = qpos[1], qpos[2], qpos[3], qpos[4]
+    z_hip = z - HIP_OFFSET * jnp.cos(pitch)
+    z_knee = z_hip - THIGH * jnp.cos(pitch - hip)
+    z_foot = z_knee - SHIN * jnp.cos(pitch - hip - knee)
+    return z, z_hip, z_knee, z_foot
+
+
 def foot_clearance(qpos):
     """Height of the foot sphere's bottom above the floor (m) from qpos (planar kinematics)."""
-    z, pitch, hip, knee = qpos[1], qpos[2], qpos[3], qpos[4]
-    zf = (
-        z
-        - HIP_OFFSET * jnp.cos(pitch)
-        - THIGH * jnp.cos(pitch - hip)
-        - SHIN * jnp.cos(pitch - hip - knee)
-    )
-    return zf - FOOT_RADIUS
+    return _joint_heights(qpos)[3] - FOOT_RADIUS
+
+
+def com_height(qpos):
+    """Height of the hopper's centre of mass (m) from qpos: torso (2 kg) at its centre, thigh
+    (1 kg) and shin (0.5 kg) at their midpoints, foot (0.5 kg) at the sphere's centre."""
+    z, z_hip, z_knee, z_foot = _joint_heights(qpos)
+    return (
+        MASSES[0] * z
+        + MASSES[1] * 0.5 * (z_hip + z_knee)
+        + MASSES[2] * 0.5 * (z_knee + z_foot)
+        + MASSES[3] * z_foot
+    ) / sum(MASSES)
+
+
+def com_velocity(qpos, qvel):
+    """Vertical velocity of the centre of mass (m/s): d com_height / dq . qdot (nq = nv)."""
+    return jax.jvp(com_height, (qpos,), (qvel.astype(qpos.dtype),))[1]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class HopperJump(ContactEnv):
     episode_length: int = 200
-    height_weight: float = 20.0
-    foot_weight: float = 10.0
+    height_weight: float = 30.0
     velocity_weight: float = 1.0
     alive_weight: float = 0.5
     pitch_weight: float = 1.0
@@ -105,14 +130,12 @@ class HopperJump(ContactEnv):
 
     def reward(self, data, action, next_data):
         q, v = next_data.qpos, next_data.qvel
-        z, pitch, vz = q[1], q[2], v[1]
         k = self.ramp_sharpness
         return (
             self.alive_weight
-            + self.height_weight * smooth_ramp(z - Z_STAND, k)
-            + self.foot_weight * smooth_ramp(foot_clearance(q), k)
-            + self.velocity_weight * smooth_ramp(vz, k)
-            - self.pitch_weight * pitch**2
+            + self.height_weight * smooth_ramp(com_height(q) - ZC_STAND, k)
+            + self.velocity_weight * smooth_ramp(com_velocity(q, v), k)
+            - self.pitch_weight * q[2] ** 2
             - self.ctrl_weight * jnp.sum(action**2)
         )
 
