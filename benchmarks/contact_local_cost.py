@@ -3,7 +3,8 @@ that bundle, for the naive per-environment select and for compaction into C slot
 
 A batch of E spheres: a chosen number of them are thrown at the floor (they hit it once and
 trigger a bundle), the rest fly freely and never touch it. All timings are of the compiled
-value-and-grad of the summed final heights w.r.t. the initial velocities, in the same run.
+value-and-grad of the summed final heights w.r.t. the initial velocities, in the same run, calls
+interleaved round-robin (median of ``--repeats``).
 
     python benchmarks/contact_local_cost.py [--envs 64] [--horizon 20] [--hits 0,2,6]
 """
@@ -47,7 +48,8 @@ def batch_data(sim, n_env, n_hit, seed=0):
     return d.replace(qpos=jnp.asarray(qpos), qvel=jnp.asarray(qvel))
 
 
-def timed_grad(sim, est, d0, T, repeats):
+def compiled_grad(sim, est, d0, T):
+    """Compiled value-and-grad of the summed final heights w.r.t. the initial velocities."""
     ctrls = jnp.zeros((T, d0.qpos.shape[0], 0))
 
     def loss(dv):
@@ -58,13 +60,19 @@ def timed_grad(sim, est, d0, T, repeats):
     x = jnp.zeros_like(d0.qvel)
     t0 = time.perf_counter()
     (v, st), g = jax.block_until_ready(f(x))
-    compile_s = time.perf_counter() - t0
-    ts = []
+    return (lambda: jax.block_until_ready(f(x))), time.perf_counter() - t0, st, np.asarray(g)
+
+
+def interleaved_medians(fns: dict, repeats: int) -> dict:
+    """Median wall time of each function, calls interleaved round-robin so that background
+    load on a shared machine hits every estimator alike."""
+    ts = {k: [] for k in fns}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(x))
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts)), compile_s, st, np.asarray(g)
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            ts[k].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) for k, v in ts.items()}
 
 
 def main(argv=None):
@@ -73,7 +81,7 @@ def main(argv=None):
     ap.add_argument("--horizon", type=int, default=20)
     ap.add_argument("--hits", default="0,2,6", help="comma list: envs thrown at the floor")
     ap.add_argument("--branches", type=int, default=10)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--naive", action="store_true", help="also time the naive per-env select")
     args = ap.parse_args(argv)
     print("command: python " + " ".join(sys.argv))
@@ -81,11 +89,16 @@ def main(argv=None):
     rows = []
     for n_hit in [int(h) for h in args.hits.split(",")]:
         d0 = batch_data(sim, args.envs, n_hit)
-        t_an, c_an, st_an, _ = timed_grad(sim, E.make("analytic"), d0, args.horizon, args.repeats)
+        f_an, c_an, st_an, _ = compiled_grad(sim, E.make("analytic"), d0, args.horizon)
         stiff_frac = float(np.sum(st_an.triggered)) / (args.envs * args.horizon)
         cap = max(1, math.ceil(1.0 * n_hit))  # slots: the number of envs that can hit at once
         est = E.make("bcg", num_branches=args.branches, capacity=cap)
-        t_c, c_c, st, g = timed_grad(sim, est, d0, args.horizon, args.repeats)
+        f_c, c_c, st, g = compiled_grad(sim, est, d0, args.horizon)
+        fns = {"analytic": f_an, "compacted": f_c}
+        if args.naive:
+            naive = E.make("bcg", num_branches=args.branches)
+            fns["naive"] = compiled_grad(sim, naive, d0, args.horizon)[0]
+        t = interleaved_medians(fns, args.repeats)
         env_steps = args.envs * args.horizon
         row = {
             "hitting_envs": n_hit,
@@ -94,16 +107,13 @@ def main(argv=None):
             "stiff_fraction_analytic": stiff_frac,
             "capacity": cap,
             "overflow": int(np.sum(st.overflow)),
-            "ratio_compacted": t_c / t_an,
+            "ratio_compacted": t["compacted"] / t["analytic"],
             "nan": int(np.sum(~np.isfinite(g))),
             "compile_analytic_s": c_an,
             "compile_bcg_s": c_c,
         }
         if args.naive:
-            t_n, c_n, _, _ = timed_grad(
-                sim, E.make("bcg", num_branches=args.branches), d0, args.horizon, args.repeats
-            )
-            row["ratio_naive"] = t_n / t_an
+            row["ratio_naive"] = t["naive"] / t["analytic"]
         rows.append(row)
         print(row, flush=True)
     print()
