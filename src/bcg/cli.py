@@ -192,6 +192,8 @@ def cmd_train(args) -> int:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
     if args.checkpoint_every < 1:
         raise ValueError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
+    if args.devices is not None and args.devices < 1:
+        raise ValueError(f"--devices must be >= 1, got {args.devices}")
     run = _run_description(args)
     from bcg.learners import registry
 
@@ -206,17 +208,21 @@ def cmd_train(args) -> int:
         stored = json.loads((run_dir / "run.json").read_text())
         run = {**stored, "iterations": args.iterations}  # the stored run, maybe extended
     if run["learner"] == "ppo":
+        if args.devices is not None:
+            raise ValueError("--devices applies to shac / bptt (brax PPO places its own devices)")
         _setup_jax(run["float64"])
         return _train_ppo(args, run, run_dir)
     _setup_jax(run["float64"])
     from bcg.learners import harness
 
     env, learner = registry.build(run)
+    learner = learner.sharded(args.devices)  # None: all devices; ValueError if not divisible
+    n_dev = learner.mesh.devices.size
     steps = learner.env_steps_per_iteration // run["num_envs"]
     print(
         f"[bcg train] {run['task']} ({env.sim.stiffness.label} contact): {run['learner']} + "
         f"{run['estimator']}, {run['num_envs']} envs x {steps}"
-        f" steps per iteration, {run['iterations']} iterations -> {run_dir}",
+        f" steps per iteration on {n_dev} device(s), {run['iterations']} iterations -> {run_dir}",
         file=sys.stderr,
     )
     out = harness.train(
@@ -381,6 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--checkpoint-every", type=int, default=25, help="iterations (default 25)")
     tr.add_argument("--eval-episodes", type=int, default=8, help="0 to skip the evaluations")
     tr.add_argument("--timesteps", type=int, help="(ppo) env steps, default from the sizes")
+    tr.add_argument(
+        "--devices",
+        type=int,
+        help="shard the env batch over the first N of jax.devices() (default: all; "
+        "--num-envs must be divisible by N; shac / bptt)",
+    )
     tr.add_argument("--float64", action="store_true", help="double precision (default float32)")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=cmd_train)

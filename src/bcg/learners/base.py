@@ -11,16 +11,51 @@ the iteration and checkpoint the state:
 ``metrics`` is a dict of scalar arrays; ``env_steps_per_iteration`` control steps are simulated
 per iteration; ``iterations`` is the planned run length (for learning-rate decay);
 ``config()`` is a JSON-able description from which :func:`bcg.learners.make` rebuilds it.
+
+Data parallelism: ``learner.sharded(devices)`` is a copy whose environment batch is sharded
+over a 1-D device mesh (``learner.mesh``, axis ``"envs"``; see :mod:`bcg.learners.parallel`);
+``state_shardings(state)`` gives the matching sharding of every state leaf (env-batch leaves
+split over the devices, the rest replicated), with which the harness commits the state and
+compiles the iteration. The iteration's result equals the single-device one up to float
+summation order. Across hosts the same code runs after ``jax.distributed.initialize()``
+(the mesh then spans every process's devices; not tested, see :mod:`bcg.learners.parallel`).
 """
 
 from __future__ import annotations
 
 import abc
+import copy
 
 
 class Learner(abc.ABC):
     name: str = "learner"
     iterations: int = 1
+    mesh = None  # jax.sharding.Mesh with axis "envs", or None: one device, no constraints
+    env_state_fields: tuple[str, ...] = ()  # top-level state fields with leading env axis
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.cfg.num_envs)
+
+    def sharded(self, devices=None):
+        """A copy of this learner whose environment batch is sharded over ``devices`` (a
+        count, a device list, or None for all of ``jax.devices()``). ValueError when
+        ``num_envs`` is not divisible by the device count."""
+        from bcg.learners import parallel
+
+        mesh = parallel.make_mesh(devices)
+        parallel.check_divisible(self.num_envs, mesh)
+        new = copy.copy(self)
+        new.mesh = mesh
+        return new
+
+    def state_shardings(self, state):
+        """Pytree of shardings matching ``state`` (None without a mesh)."""
+        if self.mesh is None:
+            return None
+        from bcg.learners import parallel
+
+        return parallel.tree_shardings(state, self.mesh, self.env_state_fields)
 
     @property
     @abc.abstractmethod

@@ -10,6 +10,13 @@ T_env the step at which the environment's first episode ended (terminated or tru
 otherwise. The gradient of L through the estimator's steps updates the actor (grad-norm clip,
 Adam, linearly decayed lr); observations are normalised with a running mean-std. There is no
 critic and no bootstrap. A non-finite gradient skips the update (``skipped_updates``).
+
+Several devices (``BPTT(...).sharded(devices)`` / ``bcg train --devices N``): the E fresh
+environments of every iteration are split over a device mesh (E / D per device, ``num_envs``
+divisible by D) and the actor, optimiser state and normaliser are replicated; the loss keeps
+its global definition (GSPMD), so the update equals the single-device one up to float
+summation order. Several hosts: ``jax.distributed.initialize()`` first, then the same script
+on every host (untested; see :mod:`bcg.learners.parallel`).
 """
 
 from __future__ import annotations
@@ -121,7 +128,14 @@ class BPTT(Learner):
             return nets.sample_action(self.actor, p, self._norm_obs(state.obs_rms, obs), k)
 
         env_state, traj = rollout(
-            self.env, self.estimator, policy, actor_params, env0, k_roll, self.horizon
+            self.env,
+            self.estimator,
+            policy,
+            actor_params,
+            env0,
+            k_roll,
+            self.horizon,
+            mesh=self.mesh,
         )
         loss = episode_objective(traj.rewards, traj.terminated, traj.truncated, c.gamma)
         return loss, (env_state, traj)

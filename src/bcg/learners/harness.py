@@ -15,7 +15,14 @@ A run directory holds
 ``resume=True`` restores the newest checkpoint and continues from it; rows of metrics.csv
 beyond that checkpoint (written before a kill) are dropped, so the CSV continues without
 duplicates. Because the state includes the RNG key and the environments, a resumed run
-reproduces the uninterrupted one exactly (same compiled program on the same device).
+reproduces the uninterrupted one exactly (same compiled program on the same devices).
+
+Devices: ``train(..., devices=N)`` (``bcg train --devices N``; default all of
+``jax.devices()``) shards the environment batch over N devices (``learner.sharded``, see
+:mod:`bcg.learners.parallel`); ``num_envs`` must be divisible by N. The iteration is compiled
+once for the mesh with the state's shardings as input and output shardings. A checkpoint
+holds plain (gathered) arrays, so a run may be resumed on another device count (equal up to
+float summation order, not bit for bit).
 """
 
 from __future__ import annotations
@@ -190,6 +197,27 @@ def plot_training(rows: list[dict], path: Path, title: str = "") -> Path:
 # ---------------------------------------------------------------------------- training
 
 
+def compile_iteration(learner, state):
+    """``(state, step_fn)``: ``state`` committed to the learner's devices and the jitted
+    iteration with the same input and output shardings (metrics replicated).
+
+    Without a mesh the state goes to the first device. Committed inputs with the shardings of
+    the outputs: otherwise the second call would compile the iteration again (jit specialises
+    on committed vs uncommitted inputs and on their shardings).
+    """
+    if learner.mesh is None:
+        return jax.device_put(state, jax.devices()[0]), jax.jit(learner.iteration)
+    from bcg.learners.parallel import replicated
+
+    shardings = learner.state_shardings(state)
+    step_fn = jax.jit(
+        learner.iteration,
+        in_shardings=(shardings,),
+        out_shardings=(shardings, replicated(learner.mesh)),
+    )
+    return jax.device_put(state, shardings), step_fn
+
+
 def train(
     learner,
     run_dir,
@@ -201,8 +229,12 @@ def train(
     eval_episodes: int = 8,
     run_config: dict | None = None,
     on_iteration=None,
+    devices=None,
 ) -> dict:
     """Train ``learner`` for ``learner.iterations`` iterations, logging into ``run_dir``.
+
+    ``devices``: shard the environment batch over this many devices (or this device list);
+    None keeps the learner's mesh if it has one, else uses every device of ``jax.devices()``.
 
     ``on_iteration(iteration, metrics)`` is called after each iteration's logging and
     checkpointing (a test hook). Returns a summary dict (also the last CSV row and evals).
@@ -212,6 +244,8 @@ def train(
 
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    if devices is not None or learner.mesh is None:
+        learner = learner.sharded(devices)  # ValueError if num_envs is not divisible
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     if run_config is not None:
@@ -235,9 +269,7 @@ def train(
             )
         start, env_steps, wall0, rows = 0, 0, 0.0, []
 
-    # committed arrays, like the outputs of the jitted iteration: otherwise the second call
-    # would compile the iteration again (jit specialises on committed vs uncommitted inputs)
-    state = jax.device_put(state, jax.devices()[0])
+    state, step_fn = compile_iteration(learner, state)
     evals = {}
     if (run_dir / EVAL_FILE).exists() and resume:
         evals = json.loads((run_dir / EVAL_FILE).read_text())
@@ -246,7 +278,6 @@ def train(
             env, learner.policy, learner.policy_params(state), eval_episodes, k_eval
         )
 
-    step_fn = jax.jit(learner.iteration)
     mgr = _manager(run_dir)
     writer = SummaryWriter(str(run_dir / "tb"), purge_step=start + 1 if resume else None)
     columns = list(rows[0].keys()) if rows else None

@@ -17,6 +17,10 @@ after a reset with respect to anything before it is exactly zero. A state that i
 
 Every step is wrapped in ``jax.checkpoint`` (rematerialised in the backward pass), so the
 memory of the backward pass is that of the scan carry and outputs, not of the physics.
+
+With a ``mesh`` (:mod:`bcg.learners.parallel`) the environment axis of the state and of every
+step's outputs is constrained to be sharded over the mesh's ``"envs"`` axis (GSPMD: the same
+global computation, E / D environments per device).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import jax.numpy as jnp
 
 from bcg.envs.base import ContactEnv
 from bcg.estimators.bcg import StepStats
+from bcg.learners.parallel import constrain_envs
 
 
 class EnvState(NamedTuple):
@@ -85,10 +90,12 @@ def rollout(
     horizon: int,
     *,
     checkpoint: bool = True,
+    mesh=None,
 ) -> tuple[EnvState, Trajectory]:
     """Roll the batch ``horizon`` steps under ``policy(params, obs (E, n), t, key) -> (E, A)``.
 
     Differentiable in ``params`` (and in the initial carry) through the estimator's steps.
+    ``mesh``: shard the environment axis over its ``"envs"`` axis (None: no constraint).
     """
     sim = env.sim
     E = state.step.shape[0]
@@ -122,9 +129,9 @@ def rollout(
             last_length=jnp.where(done, step.astype(jnp.float32), s.last_length),
         )
         out = Trajectory(obs, a, r, next_obs, term, trunc, ~finite, stats)
-        return new, out
+        return constrain_envs(new, mesh), constrain_envs(out, mesh)
 
     if checkpoint:
         body = jax.checkpoint(body)
     xs = (jnp.arange(horizon), jax.random.split(key, horizon))
-    return jax.lax.scan(body, state, xs)
+    return jax.lax.scan(body, constrain_envs(state, mesh), xs)

@@ -31,6 +31,15 @@ Per iteration, on E environments that continue across iterations (METHOD.md hype
 
 A non-finite actor or critic gradient skips that update (counted in ``skipped_updates``).
 Defaults below are CPU-demo sizes; ``SHACConfig.paper()`` has the paper's.
+
+Several devices (``SHAC(...).sharded(devices)`` / ``bcg train --devices N``): the E
+environments (their estimator carry, episode counters and return streams) are split over a
+device mesh, E / D per device, and the networks, optimiser states, normalisers and key are
+replicated; the actor loss, TD(lambda) targets and critic minibatches keep their global
+definition (GSPMD all-reduces the sums over environments), so an iteration equals the
+single-device one up to float summation order. ``num_envs`` must be divisible by D. Across
+hosts: run the same script on every host after ``jax.distributed.initialize()`` (the mesh
+then spans all processes' devices); untested, see :mod:`bcg.learners.parallel`.
 """
 
 from __future__ import annotations
@@ -150,6 +159,7 @@ def discounted_return_stream(ret0, rewards, done, gamma):
 
 class SHAC(Learner):
     name = "shac"
+    env_state_fields = ("ret", "env")
 
     def __init__(
         self,
@@ -222,7 +232,14 @@ class SHAC(Learner):
             return nets.sample_action(self.actor, p, self._norm_obs(state.obs_rms, obs), k)
 
         env_state, traj = rollout(
-            self.env, self.estimator, policy, actor_params, state.env, key, c.horizon
+            self.env,
+            self.estimator,
+            policy,
+            actor_params,
+            state.env,
+            key,
+            c.horizon,
+            mesh=self.mesh,
         )
         scale = rms.std(state.ret_rms) if c.normalize_returns else 1.0
         r = traj.rewards / scale
