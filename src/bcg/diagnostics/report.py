@@ -222,13 +222,16 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (na * nb))
 
 
-def _time(f, *args, repeats=3):
-    ts = []
+def _interleaved_times(fns: dict, args, repeats=3) -> dict:
+    """Median wall time of each compiled function, calls interleaved round-robin so that
+    background load on a shared machine hits every estimator alike."""
+    ts = {k: [] for k in fns}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            jax.block_until_ready(f(*args))
+            ts[k].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) for k, v in ts.items()}
 
 
 def run_report(
@@ -279,7 +282,7 @@ def run_report(
             "batch": problem.batch * ref_batch_factor,
             "method": "native MuJoCo central FD of the Monte-Carlo mean",
         }
-    times = {}
+    fns = {}
     for label, est in estimators.items():
         if progress:
             progress(f"{label}: compiling")
@@ -287,7 +290,7 @@ def run_report(
         t0 = time.perf_counter()
         G, J, stats = jax.block_until_ready(f(*args))
         compile_s = time.perf_counter() - t0
-        times[label] = _time(f, *args, repeats=repeats)
+        fns[label] = f
         G = np.asarray(G)
         nan = int(np.sum(~np.isfinite(G)))
         Gf = np.where(np.isfinite(G), G, 0.0) if nan else G
@@ -303,12 +306,15 @@ def run_report(
             "overflow": int(np.sum(stats.overflow)),
             "nan_count": nan,
             "objective_mean": float(np.mean(np.asarray(J))),
-            "seconds": times[label],
             "compile_seconds": compile_s,
         }
         if progress:
-            progress(f"{label}: done ({times[label]:.3f} s/gradient)")
+            progress(f"{label}: done (compiled in {compile_s:.0f} s)")
+    if progress:
+        progress("timing the compiled gradients (interleaved)")
+    times = _interleaved_times(fns, args, repeats=repeats)
     for label, r in out["estimators"].items():
+        r["seconds"] = times[label]
         r["time_ratio_vs_analytic"] = times[label] / times["analytic"]
     return out
 
