@@ -25,7 +25,8 @@ SHAC + BCG relative to SHAC (median iteration time after the first, compile, ite
 the runs' metrics.csv). Saves ``learning_comparison.png`` (return vs env steps, log x; mean
 over seeds, band min/max; SHAC curves are the training-episode returns of the stochastic
 policy, PPO's are brax's deterministic evaluations, and the final deterministic evaluations of
-all three are the markers), ``learning_comparison.md`` and ``learning_comparison.json``.
+all three are the markers), ``learning_comparison.md``, ``learning_comparison.json`` and
+every run's ``metrics.csv`` and final evaluation under ``runs/``.
 """
 
 from __future__ import annotations
@@ -376,6 +377,13 @@ def main(argv=None):
     (out / "learning_comparison.json").write_text(
         json.dumps({**summ, "evals": evals}, indent=2, default=str)
     )
+    import shutil
+
+    (out / "runs").mkdir(exist_ok=True)
+    for m in METHODS:  # the per-run logs behind the table
+        for d in dirs[m].values():
+            shutil.copy(d / "metrics.csv", out / "runs" / f"{d.name}_metrics.csv")
+            shutil.copy(d / "bench_eval.json", out / "runs" / f"{d.name}_eval.json")
     print(txt)
     print(f"saved {png}, {out / 'learning_comparison.md'}, {out / 'learning_comparison.json'}")
     return 0
