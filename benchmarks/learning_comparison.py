@@ -207,6 +207,7 @@ def summarise(a, dirs: dict, evals: dict) -> dict:
             "final_returns": rets.tolist(),
             "eval_length_mean": float(np.mean([e["mean_length"] for e in ev])),
             "jump_height_max": float(np.mean([e.get("jump_height_max", np.nan) for e in ev])),
+            "com_rise_max": float(np.mean([e.get("com_rise_max", np.nan) for e in ev])),
             "foot_clearance_max": float(np.mean([e.get("foot_clearance_max", np.nan) for e in ev])),
             "airborne_fraction": float(np.mean([e.get("airborne_mean", np.nan) for e in ev])),
             "torso_height_max": float(np.mean([e.get("torso_height_max", np.nan) for e in ev])),
@@ -255,7 +256,7 @@ def summarise(a, dirs: dict, evals: dict) -> dict:
 def table(a, s: dict) -> str:
     lines = [
         "| method | seeds | final eval return (mean ± std) | eval episode length | "
-        "max jump height above stand (m) | max foot clearance (m) | airborne fraction | "
+        "max torso / CoM rise above stand (m) | max foot clearance (m) | airborne fraction | "
         "env steps | wall time (s) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -264,7 +265,8 @@ def table(a, s: dict) -> str:
         lines.append(
             f"| {LABELS[m]} | {len(a.seeds)} | {r['final_return_mean']:.1f} ± "
             f"{r['final_return_std']:.1f} | {r['eval_length_mean']:.0f} | "
-            f"{r['jump_height_max']:.3f} | {r['foot_clearance_max']:.3f} | "
+            f"{r['jump_height_max']:.3f} / {r['com_rise_max']:.3f} | "
+            f"{r['foot_clearance_max']:.3f} | "
             f"{r['airborne_fraction']:.2f} | {r['env_steps']:,} | {r['wall_time_s']:.0f} |"
         )
     reach = s["bcg_steps_to_ppo_return"]

@@ -89,6 +89,7 @@ def test_eval_metrics_gate_on_settle_time():
     assert float(m["airborne"]) == 1.0
     np.testing.assert_allclose(float(m["jump_height"]), 0.1, atol=1e-6)
     assert float(m["foot_clearance"]) > 0.05
+    assert float(m["com_rise"]) > 0.05
     early = env.eval_metrics(_state(env, Z_STAND + 0.1, 1.0, time=0.0))
     assert float(early["airborne"]) == 0.0 and float(early["jump_height"]) == 0.0
     assert "torso_height" in m

@@ -42,9 +42,10 @@ Actions in [-1, 1]^2 are the motor controls (ctrlrange [-1, 1]).
 
 Evaluation metrics (:meth:`HopperJump.eval_metrics`, reported as mean over alive steps and max
 by :func:`bcg.learners.harness.evaluate`): ``torso_height``, ``jump_height`` (torso height
-above z_stand), ``foot_clearance`` and ``airborne`` (1 when the foot is more than 1 cm above
-the floor); the last three count only after ``settle_time`` (0.3 s, past the initial drop;
-0 before), so ``airborne_mean`` is the fraction of alive steps in the air after settling.
+above z_stand), ``com_rise`` (centre-of-mass height above zc_stand), ``foot_clearance`` and
+``airborne`` (1 when the foot is more than 1 cm above the floor); the last four count only
+after ``settle_time`` (0.3 s, past the initial drop; 0 before), so ``airborne_mean`` is the
+fraction of alive steps in the air after settling.
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ class HopperJump(ContactEnv):
         return {
             "torso_height": data.qpos[1],
             "jump_height": jnp.where(settled, data.qpos[1] - Z_STAND, zero),
+            "com_rise": jnp.where(settled, com_height(data.qpos) - ZC_STAND, zero),
             "foot_clearance": jnp.where(settled, c, zero),
             "airborne": jnp.where(settled & (c > AIRBORNE_CLEARANCE), 1.0, 0.0).astype(c.dtype),
         }
