@@ -161,6 +161,39 @@ def final_eval(a, method: str, seed: int, d: Path) -> dict:
     return ev
 
 
+def time_iterations(a, dirs: dict, k: int) -> dict:
+    """Seconds per SHAC iteration of SHAC + BCG and SHAC (analytic), measured interleaved in
+    this process (same load for both): the first seed's final checkpoints, compiled as the
+    harness compiles them (cached), one warm-up call each, then ``k`` rounds alternating the
+    two; medians."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))
+    from bcg.learners import harness, registry
+
+    fns = {}
+    for m in ("shac_bcg", "shac_analytic"):
+        d = dirs[m][a.seeds[0]]
+        _, learner = registry.build(json.loads((d / "run.json").read_text()))
+        if getattr(learner, "mesh", None) is None and hasattr(learner, "sharded"):
+            learner = learner.sharded(None)  # as harness.train does
+        state, *_ = harness.restore_checkpoint(d, learner.init(jax.random.PRNGKey(0)))
+        state, f = harness.compile_iteration(learner, state)
+        t0 = time.time()
+        state, met = f(state)
+        jax.block_until_ready(met)
+        print(f"[learning] {m}: compile (or cache load) + 1 iteration {time.time() - t0:.0f} s")
+        fns[m] = [f, state]
+    times = {m: [] for m in fns}
+    for _ in range(k):
+        for m, fs in fns.items():
+            t0 = time.time()
+            fs[1], met = fs[0](fs[1])
+            jax.block_until_ready(met)
+            times[m].append(time.time() - t0)
+    return {m: float(np.median(t)) for m, t in times.items()}
+
+
 # ---------------------------------------------------------------------------- summary
 
 
@@ -250,6 +283,10 @@ def summarise(a, dirs: dict, evals: dict) -> dict:
     )
     tb, ta = (out["methods"][m]["iteration_time_s"] for m in ("shac_bcg", "shac_analytic"))
     out["bcg_vs_analytic_iteration_time"] = tb / ta
+    if a.time_iterations > 0:
+        t = time_iterations(a, dirs, a.time_iterations)
+        out["interleaved_iteration_time_s"] = t
+        out["bcg_vs_analytic_iteration_time_interleaved"] = t["shac_bcg"] / t["shac_analytic"]
     return out
 
 
@@ -283,14 +320,26 @@ def table(a, s: dict) -> str:
             f"{ppo['env_steps']:,} (training-episode return, mean over seeds, 5-iteration mean)"
         )
     b, an = s["methods"]["shac_bcg"], s["methods"]["shac_analytic"]
+    if "interleaved_iteration_time_s" in s:
+        t = s["interleaved_iteration_time_s"]
+        tline = (
+            f"- Wall clock per SHAC iteration, interleaved in this script ({a.time_iterations} "
+            f"rounds, medians): SHAC + BCG {t['shac_bcg']:.2f} s, SHAC {t['shac_analytic']:.2f} s:"
+            f" {s['bcg_vs_analytic_iteration_time_interleaved']:.2f}x."
+        )
+    else:
+        tline = ""
     lines += [
         "",
         f"- {rtxt}.",
-        f"- Wall clock per SHAC iteration (median after the compile iteration): SHAC + BCG "
+        f"- Wall clock per SHAC iteration in the training runs (median after the compile "
+        f"iteration; runs overlapped with other jobs, so loads differ): SHAC + BCG "
         f"{b['iteration_time_s']:.2f} s, SHAC {an['iteration_time_s']:.2f} s: "
         f"{s['bcg_vs_analytic_iteration_time']:.2f}x; bundled env-steps "
         f"{100 * b['bundled_fraction']:.1f}%.",
     ]
+    if tline:
+        lines.append(tline)
     return "\n".join(lines)
 
 
@@ -347,6 +396,9 @@ def main(argv=None):
     p.add_argument("--bcg-param", action="append", help="BCG parameter K=V, e.g. tau=150")
     p.add_argument("--bcg-capacity", help="BCG bundle slots (int or fraction of the batch)")
     p.add_argument("--eval-episodes", type=int, default=16)
+    p.add_argument(
+        "--time-iterations", type=int, default=10, help="interleaved timing rounds (0: skip)"
+    )
     p.add_argument("--methods", default=",".join(METHODS), help="train only these (table: all)")
     p.add_argument("--runs", default="runs/learning")
     p.add_argument("--out", default="results/learning")
