@@ -109,6 +109,11 @@ class BranchState(NamedTuple):
     act: jax.Array
     qacc_warmstart: jax.Array
 
+    @classmethod
+    def of(cls, d) -> BranchState:
+        """The state fields of an ``mjx.Data`` (batched or not)."""
+        return cls(d.qpos, d.qvel, d.act, d.qacc_warmstart)
+
 
 class BundleCarry(NamedTuple):
     """Rollout carry of one environment under BCG."""
@@ -223,7 +228,7 @@ class BCG:
         def rep(x):
             return jnp.broadcast_to(x[..., None, :], lead + (B, x.shape[-1]))
 
-        br = BranchState(rep(data.qpos), rep(data.qvel), rep(data.act), rep(data.qacc_warmstart))
+        br = jax.tree_util.tree_map(rep, BranchState.of(data))
         R = 2 * 3 * self._ncon(data)
         z = data.qpos.dtype
         return BundleCarry(
@@ -262,13 +267,13 @@ class BCG:
         sg = jax.lax.stop_gradient
         return sg(dp @ Minv_t), sg(dv @ Minv_t), sg(dp), sg(dv), sg(Minv_t.T)
 
-    def _bundle_one(self, sim: Sim, carry: BundleCarry, plain, fmax, ctrl, key, tau, max_tc):
-        """Bundle step of one environment: start (if not in a bundle) or continue it."""
+    def _bundle_one(self, sim: Sim, carry: BundleCarry, plain, hot, ctrl, key):
+        """Bundle step of one environment: start (if not in a bundle) or continue it; ``hot``
+        (ncon,) marks the contacts whose chains are perturbed."""
         sg = jax.lax.stop_gradient
         d = carry.data
         B = self.num_branches
         in_bundle = carry.remaining > 0
-        hot = hot_contacts(plain, fmax, tau, max_tc)
         dq, dqd, dp, dv, M = self._offsets_full(sim, plain, hot, key)
         q0, v0 = d.qpos, d.qvel
         anchor, noise = carry.anchor, carry.noise
@@ -300,7 +305,7 @@ class BCG:
             return control_step(sim, db, ctrl)[0]
 
         stepped = jax.vmap(step_branch)(br)
-        new_br = BranchState(stepped.qpos, stepped.qvel, stepped.act, stepped.qacc_warmstart)
+        new_br = BranchState.of(stepped)
         remaining = jnp.where(in_bundle, carry.remaining - 1, self.horizon - 1)
         mean = mean_data(sim, stepped)
         if self.gradient == "stein":
@@ -312,7 +317,7 @@ class BCG:
                 qpos=integrate_qpos_linear(sim, mean.qpos, A_q @ anchor),
                 qvel=mean.qvel + A_v @ anchor,
             )
-        mean = BranchState(mean.qpos, mean.qvel, mean.act, mean.qacc_warmstart)
+        mean = BranchState.of(mean)
         return mean, new_br, remaining, anchor, noise
 
     # ------------------------------------------------------------------ the step
@@ -323,9 +328,10 @@ class BCG:
         max_tc = resolve_stiff_timeconst(self.stiff_timeconst, sim)
         E = carry.remaining.shape[0]
         plain, fmax = jax.vmap(lambda d, u: control_step(sim, d, u))(carry.data, ctrl)
-        plain_state = BranchState(plain.qpos, plain.qvel, plain.act, plain.qacc_warmstart)
+        plain_state = BranchState.of(plain)
         in_bundle = carry.remaining > 0
-        trig = (~in_bundle) & jnp.any(hot_contacts(plain, fmax, tau, max_tc), axis=-1)
+        hot = hot_contacts(plain, fmax, tau, max_tc)  # (E, ncon)
+        trig = (~in_bundle) & jnp.any(hot, axis=-1)
         need = in_bundle | trig
         keys = jax.random.split(key, E)
         C = self.slots(E)
@@ -333,8 +339,8 @@ class BCG:
         def bundle_path(_):
             if C >= E:  # naive: every environment computes the bundle, select per environment
                 mean, br, rem, anc, noi = jax.vmap(
-                    lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau, max_tc)
-                )(carry, plain, fmax, ctrl, keys)
+                    lambda c, p, h, u, k: self._bundle_one(sim, c, p, h, u, k)
+                )(carry, plain, hot, ctrl, keys)
                 return mean, br, rem, anc, noi, need, jnp.zeros((), jnp.int32)
             # compaction into C slots, continuing bundles first
             score = 2 * in_bundle.astype(jnp.int32) + trig.astype(jnp.int32)
@@ -342,8 +348,8 @@ class BCG:
             valid = score[idx] > 0
             take = lambda t: jax.tree_util.tree_map(lambda x: x[idx], t)  # noqa: E731
             mean_c, br_c, rem_c, anc_c, noi_c = jax.vmap(
-                lambda c, p, f, u, k: self._bundle_one(sim, c, p, f, u, k, tau, max_tc)
-            )(take(carry), take(plain), fmax[idx], ctrl[idx], keys[idx])
+                lambda c, p, h, u, k: self._bundle_one(sim, c, p, h, u, k)
+            )(take(carry), take(plain), hot[idx], ctrl[idx], keys[idx])
             put = lambda full, part: full.at[idx].set(part)  # noqa: E731
             return (
                 jax.tree_util.tree_map(put, plain_state, mean_c),
