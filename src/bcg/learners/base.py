@@ -25,6 +25,10 @@ from __future__ import annotations
 
 import abc
 import copy
+import dataclasses
+
+from bcg.learners import networks as nets
+from bcg.learners import normalization as rms
 
 
 class Learner(abc.ABC):
@@ -67,11 +71,27 @@ class Learner(abc.ABC):
     @abc.abstractmethod
     def iteration(self, state): ...
 
-    @abc.abstractmethod
-    def policy_params(self, state): ...
+    # An actor learner: ``self.actor`` (networks.Actor), ``self.cfg`` (a dataclass with
+    # ``normalize_obs``), and a state with ``actor`` and ``obs_rms`` fields.
 
-    @abc.abstractmethod
-    def policy(self, params, obs): ...
+    def config(self) -> dict:
+        return {"learner": self.name, "iterations": self.iterations, **dataclasses.asdict(self.cfg)}
 
-    @abc.abstractmethod
-    def config(self) -> dict: ...
+    def policy_params(self, state):
+        return {"actor": state.actor, "obs_rms": state.obs_rms}
+
+    def policy(self, params, obs):
+        """Deterministic action tanh(mu(o)) on the normalised observation."""
+        o = self._norm_obs(params["obs_rms"], obs)
+        return nets.mean_action(self.actor, params["actor"], o)
+
+    def _norm_obs(self, obs_rms, obs):
+        return rms.normalize(obs_rms, obs) if self.cfg.normalize_obs else obs
+
+    def _sampling_policy(self, obs_rms):
+        """policy(actor_params, obs, t, key): the stochastic actor of the rollouts."""
+
+        def policy(p, obs, t, k):
+            return nets.sample_action(self.actor, p, self._norm_obs(obs_rms, obs), k)
+
+        return policy

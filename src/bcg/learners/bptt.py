@@ -94,9 +94,6 @@ class BPTT(Learner):
     def env_steps_per_iteration(self) -> int:
         return self.cfg.num_envs * self.horizon
 
-    def config(self) -> dict:
-        return {"learner": self.name, "iterations": self.iterations, **dataclasses.asdict(self.cfg)}
-
     def init(self, key) -> State:
         n_obs = self.env.observation_size
         k_a, key = jax.random.split(key)
@@ -110,27 +107,14 @@ class BPTT(Learner):
             skipped_updates=jnp.zeros((), jnp.int32),
         )
 
-    def policy_params(self, state: State):
-        return {"actor": state.actor, "obs_rms": state.obs_rms}
-
-    def policy(self, params, obs):
-        return nets.mean_action(self.actor, params["actor"], self._norm_obs(params["obs_rms"], obs))
-
-    def _norm_obs(self, obs_rms, obs):
-        return rms.normalize(obs_rms, obs) if self.cfg.normalize_obs else obs
-
     def actor_loss(self, actor_params, state: State, key):
         c = self.cfg
         k_reset, k_roll = jax.random.split(key)
         env0 = reset(self.env, self.estimator, k_reset, c.num_envs)
-
-        def policy(p, obs, t, k):
-            return nets.sample_action(self.actor, p, self._norm_obs(state.obs_rms, obs), k)
-
         env_state, traj = rollout(
             self.env,
             self.estimator,
-            policy,
+            self._sampling_policy(state.obs_rms),
             actor_params,
             env0,
             k_roll,

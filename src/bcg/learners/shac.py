@@ -183,9 +183,6 @@ class SHAC(Learner):
     def env_steps_per_iteration(self) -> int:
         return self.cfg.num_envs * self.cfg.horizon
 
-    def config(self) -> dict:
-        return {"learner": self.name, "iterations": self.iterations, **dataclasses.asdict(self.cfg)}
-
     # ------------------------------------------------------------------ state
 
     def init(self, key) -> State:
@@ -209,16 +206,6 @@ class SHAC(Learner):
             skipped_updates=jnp.zeros((), jnp.int32),
         )
 
-    def policy_params(self, state: State):
-        return {"actor": state.actor, "obs_rms": state.obs_rms}
-
-    def policy(self, params, obs):
-        o = self._norm_obs(params["obs_rms"], obs)
-        return nets.mean_action(self.actor, params["actor"], o)
-
-    def _norm_obs(self, obs_rms, obs):
-        return rms.normalize(obs_rms, obs) if self.cfg.normalize_obs else obs
-
     def _values(self, params, obs_rms, obs):
         return nets.critic_values(self.critic, params, self._norm_obs(obs_rms, obs)).mean(0)
 
@@ -227,14 +214,10 @@ class SHAC(Learner):
     def actor_loss(self, actor_params, state: State, key):
         """(L, (env state after the window, trajectory, scaled rewards))."""
         c = self.cfg
-
-        def policy(p, obs, t, k):
-            return nets.sample_action(self.actor, p, self._norm_obs(state.obs_rms, obs), k)
-
         env_state, traj = rollout(
             self.env,
             self.estimator,
-            policy,
+            self._sampling_policy(state.obs_rms),
             actor_params,
             state.env,
             key,
