@@ -26,6 +26,7 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))
 
 from bcg import estimators as E  # noqa: E402
+from bcg.diagnostics.timing import interleaved_medians  # noqa: E402
 from bcg.sim import load, make_data  # noqa: E402
 
 XML = """<mujoco><option timestep="0.005"/><worldbody>
@@ -60,19 +61,7 @@ def compiled_grad(sim, est, d0, T):
     x = jnp.zeros_like(d0.qvel)
     t0 = time.perf_counter()
     (v, st), g = jax.block_until_ready(f(x))
-    return (lambda: jax.block_until_ready(f(x))), time.perf_counter() - t0, st, np.asarray(g)
-
-
-def interleaved_medians(fns: dict, repeats: int) -> dict:
-    """Median wall time of each function, calls interleaved round-robin so that background
-    load on a shared machine hits every estimator alike."""
-    ts = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            ts[k].append(time.perf_counter() - t0)
-    return {k: float(np.median(v)) for k, v in ts.items()}
+    return (lambda: f(x)), time.perf_counter() - t0, st, np.asarray(g)
 
 
 def main(argv=None):

@@ -169,6 +169,7 @@ def time_iterations(a, dirs: dict, k: int) -> dict:
     import jax
 
     jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))
+    from bcg.diagnostics.timing import interleaved_medians
     from bcg.learners import harness, registry
 
     fns = {}
@@ -183,15 +184,19 @@ def time_iterations(a, dirs: dict, k: int) -> dict:
         state, met = f(state)
         jax.block_until_ready(met)
         print(f"[learning] {m}: compile (or cache load) + 1 iteration {time.time() - t0:.0f} s")
-        fns[m] = [f, state]
-    times = {m: [] for m in fns}
-    for _ in range(k):
-        for m, fs in fns.items():
-            t0 = time.time()
-            fs[1], met = fs[0](fs[1])
-            jax.block_until_ready(met)
-            times[m].append(time.time() - t0)
-    return {m: float(np.median(t)) for m, t in times.items()}
+        fns[m] = _stepper(f, state)
+    return interleaved_medians(fns, k)
+
+
+def _stepper(f, state):
+    """Zero-argument call running one iteration of ``f`` from the last state it returned."""
+    box = [state]
+
+    def call():
+        box[0], met = f(box[0])
+        return met
+
+    return call
 
 
 # ---------------------------------------------------------------------------- summary

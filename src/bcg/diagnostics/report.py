@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +31,7 @@ import numpy as np
 from bcg import estimators as E
 from bcg.diagnostics.objective import ObjectiveSpec, default_objective
 from bcg.diagnostics.reference import reference_gradient
+from bcg.diagnostics.timing import interleaved_medians
 from bcg.sim.model import Sim, check_differentiable
 from bcg.sim.step import make_data
 
@@ -222,18 +224,6 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (na * nb))
 
 
-def _interleaved_times(fns: dict, args, repeats=3) -> dict:
-    """Median wall time of each compiled function, calls interleaved round-robin so that
-    background load on a shared machine hits every estimator alike."""
-    ts = {k: [] for k in fns}
-    for _ in range(repeats):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            jax.block_until_ready(f(*args))
-            ts[k].append(time.perf_counter() - t0)
-    return {k: float(np.median(v)) for k, v in ts.items()}
-
-
 def run_report(
     problem: GradProblem,
     estimators: dict,
@@ -312,7 +302,7 @@ def run_report(
             progress(f"{label}: done (compiled in {compile_s:.0f} s)")
     if progress:
         progress("timing the compiled gradients (interleaved)")
-    times = _interleaved_times(fns, args, repeats=repeats)
+    times = interleaved_medians({k: partial(f, *args) for k, f in fns.items()}, repeats)
     for label, r in out["estimators"].items():
         r["seconds"] = times[label]
         r["time_ratio_vs_analytic"] = times[label] / times["analytic"]
