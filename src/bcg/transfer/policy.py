@@ -1,0 +1,93 @@
+"""Load the deterministic policy of a ``bcg train`` run (SHAC / BPTT / PPO) as a pure function.
+
+    pol = load_policy("runs/hop")                 # newest checkpoint
+    pol = load_policy("runs/hop/checkpoints/150")  # one checkpoint
+    a = pol.fn(obs)                               # raw observation (B, n) -> action (B, A)
+
+``fn`` folds the observation normalisation in (raw observation in, action in [-1, 1]^A out), a
+closure over the restored parameters, so it can be jitted, run on native-MuJoCo observations or
+exported to ONNX. ``env`` is the *training* environment (training stiffness, the run's task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from bcg.envs.base import ContactEnv
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedPolicy:
+    fn: Callable  # obs (B, n) -> action (B, A), deterministic, normalisation folded in
+    env: ContactEnv  # the training environment of the run
+    run: dict  # run.json (or ppo_config.json) contents
+    run_dir: Path
+    iteration: int | None
+    env_steps: int | None
+    learner: str
+
+    @property
+    def label(self) -> str:
+        it = f"iteration {self.iteration}" if self.iteration is not None else "final"
+        return f"{self.run_dir} ({self.learner}, {it})"
+
+
+def split_checkpoint_path(path) -> tuple[Path, int | None]:
+    """``(run_dir, step)`` for a run directory (step None: newest) or ``checkpoints/<k>``."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such run directory or checkpoint: {path}")
+    if path.name.isdigit() and path.parent.name == "checkpoints":
+        return path.parent.parent, int(path.name)
+    return path, None
+
+
+def load_policy(path) -> LoadedPolicy:
+    """The deterministic policy of a run directory or checkpoint (see module docstring)."""
+    run_dir, step = split_checkpoint_path(path)
+    if (run_dir / "ppo_config.json").exists():
+        return _load_ppo(run_dir, step)
+    if not (run_dir / "run.json").exists():
+        raise FileNotFoundError(f"{run_dir} is not a bcg run directory (missing run.json)")
+    import jax
+
+    from bcg.learners import harness, registry
+
+    run = json.loads((run_dir / "run.json").read_text())
+    if step is None and harness.latest_step(run_dir) is None:
+        raise FileNotFoundError(f"no checkpoint in {run_dir / 'checkpoints'}")
+    env, learner = registry.build(run)
+    template = learner.init(jax.random.PRNGKey(0))
+    state, it, env_steps, _ = harness.restore_checkpoint(run_dir, template, step)
+    params = learner.policy_params(state)
+
+    def fn(obs):
+        return learner.policy(params, obs)
+
+    return LoadedPolicy(fn, env, run, run_dir, it, env_steps, run["learner"])
+
+
+def _load_ppo(run_dir: Path, step: int | None) -> LoadedPolicy:
+    from bcg.envs import make_env
+    from bcg.learners import ppo
+
+    cfg = json.loads((run_dir / "ppo_config.json").read_text())
+    env = make_env(cfg.get("task", "hopper_jump"), stiffness=cfg.get("stiffness", "stiff"))
+    fn = ppo.load_ppo_policy(run_dir, env, step)
+    run = {"task": cfg.get("task", "hopper_jump"), "stiffness": cfg.get("stiffness", "stiff")}
+    return LoadedPolicy(fn, env, {**cfg, **run}, run_dir, step, None, "ppo")
+
+
+def policy_from_learner(learner, state, env=None, run: dict | None = None) -> LoadedPolicy:
+    """A :class:`LoadedPolicy` from an in-memory learner state (tests, notebooks)."""
+    params = learner.policy_params(state)
+
+    def fn(obs):
+        return learner.policy(params, obs)
+
+    return LoadedPolicy(
+        fn, env or learner.env, dict(run or {}), Path("."), None, None, learner.name
+    )
