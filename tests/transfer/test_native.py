@@ -1,0 +1,116 @@
+"""Native-MuJoCo transfer (bcg.transfer.native) on the hopper-jump checkpoint."""
+
+import dataclasses
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from bcg.envs.hopper_jump import HopperJump
+from bcg.transfer import native
+from bcg.transfer.policy import load_policy, policy_from_learner
+
+
+def test_native_bridge_observes_like_mjx(hopper_run):
+    """The env's observation / reward on native data equal those on mjx.put_data of it."""
+    from mujoco import mjx
+
+    _, env, _, _ = hopper_run
+    m, notes = native.native_model(env, "hopper_jump")
+    assert m.opt.iterations == 100 and m.opt.ls_iterations == 50
+    assert np.allclose(m.geom_solref[:, 0], 0.02)  # MuJoCo's default contact, not "stiff"
+    assert env.sim.mj_model.geom_solref[0, 0] < 0.02
+    bridge = native.NativeBridge(env, m)
+    d = native.data_from_mjx(m, env.initial_data(jax.random.PRNGKey(3)))
+    d0 = bridge.to_mjx(d)
+    for _ in range(12):
+        d.ctrl[:] = [0.3, -0.2]
+        mujoco.mj_step(m, d)
+    want = env.observe(mjx.put_data(m, d))
+    np.testing.assert_allclose(bridge.observe(d), np.asarray(want), rtol=1e-6, atol=1e-6)
+    a = jnp.array([0.1, -0.4])
+    r = bridge.reward(d0, a, bridge.to_mjx(d))
+    assert math.isclose(r, float(env.reward(d0, a, mjx.put_data(m, d))), rel_tol=1e-6)
+
+
+def test_transfer_report_hopper(hopper_run, tmp_path):
+    run_dir, env, _, _ = hopper_run
+    pol = load_policy(run_dir)
+    cfg = native.TransferConfig(runs=2, seconds=0.3, seed=1)
+    rep = native.transfer(pol, cfg)
+    json.dumps(rep)  # JSON-able
+    assert rep["steps"] == 15
+    for k in ("native", "training_sim"):
+        s = rep[k]["summary"]
+        assert s["runs"] == 2 and 0 <= s["falls"] <= 2
+        assert len(rep[k]["runs"]) == 2
+        assert math.isnan(s["tracking_error_cm"])  # hopper has no reference
+        assert s["penetration_mm"] >= 0  # the hopper lands within 0.1 s: contact steps exist
+    assert all(r["contact_steps"] > 0 for r in rep["native"]["runs"])
+    nat, tr = rep["native"]["summary"], rep["training_sim"]["summary"]
+    assert rep["penetration_gap_mm"] == nat["penetration_mm"] - tr["penetration_mm"]
+    text = native.format_report(rep)
+    assert "native MuJoCo" in text and "training sim (MJX)" in text
+    assert "fall: env.terminated()" in text and "foot geoms: named *foot*" in text
+    assert "no randomize hook" in text
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HookedHopper(HopperJump):
+    """hopper_jump with the optional hooks a G1 env provides."""
+
+    fall_height: float = 0.7
+    foot_geom_ids: tuple = (4,)
+    tracked_body_ids: tuple = (1, 3)  # torso, shin
+
+    def root_height(self, data):
+        return data.qpos[1]
+
+    def randomize(self, m, rng):
+        m.geom_friction[:, 0] = rng.uniform(0.3, 1.2)
+        return m
+
+    def reference_body_positions(self, data):
+        return jnp.array([[0.0, 0.0, 0.74], [0.0, 0.0, 0.05]])
+
+
+def test_transfer_uses_env_hooks(hopper_run):
+    _, env, learner, state = hopper_run
+    henv = HookedHopper(sim=env.sim)
+    pol = dataclasses.replace(
+        policy_from_learner(learner, state, run={"task": "hopper_jump"}), env=henv
+    )
+    cfg = native.TransferConfig(runs=2, seconds=0.6, training_sim=False)
+    rep = native.transfer(pol, cfg)
+    text = native.format_report(rep)
+    assert "root height (env.root_height) < 0.7 m" in text
+    assert "model randomisation: env.randomize" in text
+    assert "foot geoms: env.foot_geom_ids (1)" in text
+    assert "mean over 2 tracked bodies" in text
+    runs = rep["native"]["runs"]
+    assert all(r["tracking_error_cm"] > 0 for r in runs)
+
+    # the tracking error is the mean distance of the tracked bodies to the reference
+    m, _ = native.native_model(henv, "hopper_jump")
+    bridge = native.NativeBridge(henv, m)
+    d = native.data_from_mjx(m, henv.initial_data(jax.random.PRNGKey(0)))
+    s = mujoco.MjData(m)
+    s.qpos[:] = d.qpos
+    mujoco.mj_kinematics(m, s)
+    ref = np.array([[0.0, 0.0, 0.74], [0.0, 0.0, 0.05]])
+    want = np.mean(np.linalg.norm(s.xpos[[1, 3]] - ref, axis=1))
+    assert math.isclose(bridge.tracking_error(d), want, rel_tol=1e-5)
+
+
+def test_fall_is_root_height_below_fall_height(hopper_run):
+    _, env, learner, state = hopper_run
+    henv = HookedHopper(sim=env.sim, fall_height=0.85)  # above the 0.79 m start: falls at once
+    pol = dataclasses.replace(
+        policy_from_learner(learner, state, run={"task": "hopper_jump"}), env=henv
+    )
+    rep = native.transfer(pol, native.TransferConfig(runs=1, seconds=0.2, training_sim=False))
+    (r,) = rep["native"]["runs"]
+    assert r["fell"] and r["steps"] == 1 and math.isclose(r["fall_time"], 0.02)
