@@ -124,8 +124,10 @@ def load(
     Args:
       mjcf: path to an ``.xml`` file, an XML string, or an ``mujoco.MjModel``.
       stiffness: ``"soft"`` (MuJoCo's default contact), ``"stiff"`` (time constant 2 physics
-        steps), ``"model"`` (keep the MJCF's solref), a number (solref time constant in seconds)
-        or a :class:`ContactStiffness`.
+        steps), ``"gated"`` / ``"gated:WIDTH"`` (time constant 2 physics steps and an impedance
+        that ramps from ~0 over WIDTH metres of penetration, default 5 mm: stiff but continuous,
+        like the paper's sigmoid-gated contact), ``"model"`` (keep the MJCF's solref), a number
+        (solref time constant in seconds) or a :class:`ContactStiffness`.
       substeps: physics steps per control step (>= 1).
       timestep: physics timestep override in seconds (default: the MJCF's).
       solver_iterations: constraint-solver iterations of the MJX model, 1 to
