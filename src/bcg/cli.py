@@ -1,10 +1,13 @@
-"""Command line: ``bcg grad`` (gradient report), ``bcg tasks``, ``bcg train``, ``bcg eval``.
+"""Command line: ``bcg grad`` (gradient report), ``bcg tasks``, ``bcg train``, ``bcg eval``,
+``bcg transfer`` (native MuJoCo), ``bcg export`` (ONNX), ``bcg deploy`` (LowCmd/LowState loop).
 
 bcg grad --task bouncing_ball                 # table + results/grad_bouncing_ball.{json,png}
 bcg grad --model my_robot.xml --json          # machine-readable report on your MJCF
 bcg grad --task hopper --estimators analytic,bcg --sweep soft,0.015,stiff
 bcg train --task hopper_jump --learner shac --estimator bcg --iterations 200
 bcg eval runs/hopper_jump_shac_bcg_stiff_s0 --episodes 8
+bcg transfer runs/hopper_jump_shac_bcg_stiff_s0 --runs 5 --render   # native MuJoCo
+bcg export runs/hopper_jump_shac_bcg_stiff_s0 --onnx policy.onnx
 """
 
 from __future__ import annotations
@@ -319,6 +322,103 @@ def _print_eval(args, res: dict, label: str) -> int:
     return 0
 
 
+def _transfer_precision(path) -> None:
+    """JAX precision of the run at ``path`` (run.json's float64; PPO runs: float32)."""
+    from bcg.transfer.policy import split_checkpoint_path
+
+    run_dir, _ = split_checkpoint_path(path)
+    run_file = run_dir / "run.json"
+    x64 = json.loads(run_file.read_text()).get("float64", False) if run_file.exists() else False
+    _setup_jax(bool(x64))
+
+
+def cmd_export(args) -> int:
+    _transfer_precision(args.path)
+    from bcg.transfer.export import check_onnx, export_onnx, metadata_path
+    from bcg.transfer.policy import load_policy
+
+    pol = load_policy(args.path)
+    out = export_onnx(pol, args.onnx)
+    res = check_onnx(pol, out, num=args.check)
+    print(f"exported {pol.label} -> {out} (metadata {metadata_path(out)})")
+    print(
+        f"onnxruntime vs JAX policy on {res['num']} random observations: max abs diff "
+        f"{res['max_abs_diff']:.2e}"
+    )
+    return 0 if res["max_abs_diff"] < args.atol else 1
+
+
+def cmd_transfer(args) -> int:
+    if args.runs < 1:
+        raise ValueError(f"--runs must be >= 1, got {args.runs}")
+    if args.seconds is not None and args.seconds <= 0:
+        raise ValueError(f"--seconds must be > 0, got {args.seconds}")
+    _transfer_precision(args.path)
+    from bcg.transfer import native
+    from bcg.transfer.policy import load_policy
+
+    pol = load_policy(args.path)
+    out = Path(args.out) if args.out else pol.run_dir / "transfer.json"
+    cfg = native.TransferConfig(
+        runs=args.runs,
+        seconds=args.seconds,
+        randomize=not args.no_randomize,
+        seed=args.seed,
+        render=args.render,
+        video_path=str(args.video or out.with_suffix(".mp4")),
+        training_sim=not args.no_training_sim,
+    )
+    rep = native.transfer(pol, cfg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rep, indent=2))
+    if args.json:
+        print(json.dumps(rep, indent=2))
+    else:
+        print(native.format_report(rep))
+        print(f"saved {out}")
+    return 0
+
+
+def cmd_deploy(args) -> int:
+    _transfer_precision(args.path)
+    import numpy as np
+
+    from bcg.transfer import deploy, native
+    from bcg.transfer.export import OnnxPolicy
+    from bcg.transfer.policy import load_policy
+
+    pol = load_policy(args.path)
+    env = pol.env
+    policy = OnnxPolicy(args.onnx) if args.onnx else deploy.jax_policy(pol)
+    steps = max(1, int(round(args.seconds / env.sim.control_dt)))
+    if args.interface:
+        try:
+            transport = deploy.UnitreeSdkTransport(args.interface, env.sim.control_dt)
+        except ImportError as e:
+            raise ValueError(str(e)) from None
+        where = f"robot on {args.interface}"
+    else:
+        m, _ = native.native_model(env, pol.run.get("task"))
+        import jax
+
+        d = native.data_from_mjx(m, env.initial_data(jax.random.PRNGKey(args.seed)))
+        mm = deploy.MotorMap.from_model(env.sim.mj_model, getattr(env, "motor_joint_names", None))
+        transport = deploy.MujocoTransport(m, mm, substeps=env.sim.substeps, data=d)
+        where = "native MuJoCo standing in for the robot"
+    runner = deploy.make_runner(env, policy, transport)
+    log = runner.run(steps)
+    src = f"ONNX {args.onnx}" if args.onnx else "JAX"
+    print(
+        f"deployed {pol.label} ({src} policy) for {steps} control steps at "
+        f"{1 / env.sim.control_dt:.0f} Hz on {where}"
+    )
+    q = np.asarray(log["q"])
+    print(f"motor q range over the run: {q.min():.3f} .. {q.max():.3f} rad")
+    if not args.interface:
+        print(f"final qpos: {np.array2string(transport.d.qpos, precision=3)}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="bcg", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -403,6 +503,40 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=1)
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
     ev.set_defaults(func=cmd_eval)
+
+    xp = sub.add_parser("export", help="export a trained policy to ONNX (jax2onnx)")
+    xp.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
+    xp.add_argument("--onnx", required=True, help="output .onnx (metadata next to it as .json)")
+    xp.add_argument("--check", type=int, default=256, help="random observations to check")
+    xp.add_argument("--atol", type=float, default=1e-5, help="max abs diff allowed (exit 1)")
+    xp.set_defaults(func=cmd_export)
+
+    tf = sub.add_parser(
+        "transfer", help="run a trained policy in native MuJoCo (falls, penetration, tracking)"
+    )
+    tf.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
+    tf.add_argument("--runs", type=int, default=5, help="runs (default 5)")
+    tf.add_argument("--seconds", type=float, help="seconds per run (default: one episode)")
+    tf.add_argument("--no-randomize", action="store_true", help="nominal model, no latency/pushes")
+    tf.add_argument("--render", action="store_true", help="save an mp4 of run 0 (needs GL)")
+    tf.add_argument("--video", help="video path (default: next to the JSON, .mp4)")
+    tf.add_argument("--no-training-sim", action="store_true", help="skip the MJX comparison")
+    tf.add_argument("--seed", type=int, default=0)
+    tf.add_argument("--out", help="JSON path (default RUN_DIR/transfer.json)")
+    tf.add_argument("--json", action="store_true", help="print the report as JSON")
+    tf.set_defaults(func=cmd_transfer)
+
+    dp = sub.add_parser(
+        "deploy", help="50 Hz deploy loop over unitree_sdk2 LowCmd/LowState (MuJoCo or robot)"
+    )
+    dp.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
+    dp.add_argument("--onnx", help="run this exported policy with onnxruntime (default: JAX)")
+    dp.add_argument("--seconds", type=float, default=2.0)
+    dp.add_argument(
+        "--interface", help="network interface of the real robot (needs unitree_sdk2py)"
+    )
+    dp.add_argument("--seed", type=int, default=0, help="initial state (MuJoCo transport)")
+    dp.set_defaults(func=cmd_deploy)
     return ap
 
 
