@@ -3,10 +3,11 @@ policy environments (:mod:`bcg.envs.base`) for the learners."""
 
 from bcg.envs.base import ContactEnv
 from bcg.envs.hopper_jump import HopperJump, hopper_jump
+from bcg.envs.pogo import PogoHop, pogo_hop
 from bcg.envs.tasks import TASKS, Task, get, list_tasks
 
 # policy environments (training tasks) by name: factory(stiffness=...) -> ContactEnv
-POLICY_ENVS = {"hopper_jump": hopper_jump}
+POLICY_ENVS = {"hopper_jump": hopper_jump, "pogo_hop": pogo_hop}
 
 
 def make_env(name: str, **kw) -> ContactEnv:
@@ -21,9 +22,11 @@ __all__ = [
     "TASKS",
     "ContactEnv",
     "HopperJump",
+    "PogoHop",
     "Task",
     "get",
     "hopper_jump",
     "list_tasks",
     "make_env",
+    "pogo_hop",
 ]
