@@ -2,12 +2,19 @@
 policy environments (:mod:`bcg.envs.base`) for the learners."""
 
 from bcg.envs.base import ContactEnv
+from bcg.envs.g1.tracking import g1_hop, g1_jump, g1_squat_jump
 from bcg.envs.hopper_jump import HopperJump, hopper_jump
 from bcg.envs.pogo import PogoHop, pogo_hop
 from bcg.envs.tasks import TASKS, Task, get, list_tasks
 
 # policy environments (training tasks) by name: factory(stiffness=...) -> ContactEnv
-POLICY_ENVS = {"hopper_jump": hopper_jump, "pogo_hop": pogo_hop}
+POLICY_ENVS = {
+    "hopper_jump": hopper_jump,
+    "pogo_hop": pogo_hop,
+    "g1_jump": g1_jump,
+    "g1_squat_jump": g1_squat_jump,
+    "g1_hop": g1_hop,
+}
 
 
 def make_env(name: str, **kw) -> ContactEnv:

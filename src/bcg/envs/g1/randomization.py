@@ -1,0 +1,251 @@
+"""Domain randomisation of the G1 (METHOD.md's table), every item switchable.
+
+Model-level items change a copy of the model:
+
+=================  ==============================================  ===============================
+item               METHOD.md                                       applied to
+=================  ==============================================  ===============================
+``friction``       U(0.3, 1.2)                                     foot spheres and floor
+                                                                   (``geom_friction[:, 0]``,
+                                                                   MuJoCo combines by max)
+``base_mass``      +-3 kg                                          pelvis mass (inertia scaled)
+``link_mass``      x U(0.8, 1.2)                                   every other body, per body
+                                                                   (inertia scaled alike)
+``com``            +-3 cm                                          pelvis CoM, per axis
+``kp``, ``kd``     x U(0.8, 1.2)                                   per actuator
+``armature``       x U(0.75, 1.25)                                 per joint
+``joint_friction`` x U(0.5, 1.5)                                   ``dof_frictionloss`` per joint
+``joint_offset``   +-0.01 rad                                      per joint: the servo holds
+                                                                   ``target + offset``
+                                                                   (``biasprm[0] = kp offset``)
+=================  ==============================================  ===============================
+
+Episode-level items (:func:`sample_episode`) are applied by whoever runs the episode: action
+latency {0, 1} control steps, pushes every U(1, 3) s (root velocity kicks of +-0.5 m/s in x, y,
++-0.2 m/s in z, +-0.52 rad/s roll and pitch, +-0.78 rad/s yaw; :func:`apply_push`) and reset
+noise (root position +-2 cm in x, y and 0-1 cm up, root rotation +-0.05 rad per axis, joints
++-0.1 rad; used by :class:`bcg.envs.g1.tracking.G1Tracking` when ``reset_noise`` is on).
+
+:func:`randomize` works on a native ``MjModel`` (numpy, for native-MuJoCo evaluation),
+:func:`randomize_mjx` on an ``mjx.Model`` (JAX, vmappable over keys for a batch of per-environment
+models; the current learners share one model across environments, so in training only the
+reset noise is active unless a learner passes batched models).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from bcg.envs.g1 import model as g1m
+
+MODEL_ITEMS = (
+    "friction",
+    "base_mass",
+    "link_mass",
+    "com",
+    "kp",
+    "kd",
+    "armature",
+    "joint_friction",
+    "joint_offset",
+)
+EPISODE_ITEMS = ("latency", "push", "reset_noise")
+ITEMS = MODEL_ITEMS + EPISODE_ITEMS
+
+
+@dataclasses.dataclass(frozen=True)
+class Randomization:
+    """Ranges of every item; ``None`` switches an item off."""
+
+    friction: tuple[float, float] | None = (0.3, 1.2)
+    base_mass: tuple[float, float] | None = (-3.0, 3.0)
+    link_mass: tuple[float, float] | None = (0.8, 1.2)
+    com: float | None = 0.03
+    kp: tuple[float, float] | None = (0.8, 1.2)
+    kd: tuple[float, float] | None = (0.8, 1.2)
+    armature: tuple[float, float] | None = (0.75, 1.25)
+    joint_friction: tuple[float, float] | None = (0.5, 1.5)
+    joint_offset: float | None = 0.01
+    latency: tuple[int, int] | None = (0, 1)
+    push: tuple[float, float] | None = (1.0, 3.0)
+    push_linear: tuple[float, float, float] = (0.5, 0.5, 0.2)
+    push_angular: tuple[float, float, float] = (0.52, 0.52, 0.78)
+    reset_noise: tuple[float, float] | None = (0.05, 0.1)  # (root rotation rad, joints rad)
+    reset_root_xy: float = 0.02
+    reset_root_up: float = 0.01
+
+    @classmethod
+    def none(cls) -> Randomization:
+        return cls(**{k: None for k in ITEMS})
+
+    @classmethod
+    def full(cls) -> Randomization:
+        return cls()
+
+    def only(self, *items: str) -> Randomization:
+        """A copy with only ``items`` on (their ranges from ``self``)."""
+        _check(items)
+        return dataclasses.replace(self, **{k: None for k in ITEMS if k not in items})
+
+    def without(self, *items: str) -> Randomization:
+        _check(items)
+        return dataclasses.replace(self, **{k: None for k in items})
+
+    @property
+    def enabled(self) -> tuple[str, ...]:
+        return tuple(k for k in ITEMS if getattr(self, k) is not None)
+
+    @classmethod
+    def parse(cls, text: str | None) -> Randomization:
+        """``"all"``/``"full"``, ``"none"``/``"off"``/empty, or a comma list of items to switch
+        on (``"friction,kp,push"``), or ``"all,-push,-latency"`` to switch items off."""
+        if text is None:
+            return cls.none()
+        t = text.strip().lower()
+        if t in ("", "none", "off", "false", "0"):
+            return cls.none()
+        parts = [p.strip() for p in t.split(",") if p.strip()]
+        base = cls.full() if parts[0] in ("all", "full", "on", "true", "1") else None
+        if base is not None:
+            parts = parts[1:]
+        on = [p for p in parts if not p.startswith("-")]
+        off = [p[1:] for p in parts if p.startswith("-")]
+        _check(on + off)
+        cfg = base if base is not None else cls.full().only(*on)
+        return cfg.without(*off) if off else cfg
+
+
+def _check(items) -> None:
+    bad = [i for i in items if i not in ITEMS]
+    if bad:
+        raise ValueError(f"unknown randomisation item(s) {bad}; choose from {', '.join(ITEMS)}")
+
+
+def _contact_geoms(m: mujoco.MjModel) -> np.ndarray:
+    return np.concatenate([g1m.foot_geom_ids(m), [m.geom("floor").id]])
+
+
+def randomize(mj_model: mujoco.MjModel, rng, cfg: Randomization) -> mujoco.MjModel:
+    """A randomised copy of a native G1 model (``rng``: numpy Generator or int seed)."""
+    rng = np.random.default_rng(rng)
+    m = copy.copy(mj_model)
+    u = rng.uniform
+    root = m.body(g1m.ROOT_BODY).id
+    if cfg.friction is not None:
+        m.geom_friction[_contact_geoms(m), 0] = u(*cfg.friction)
+    if cfg.link_mass is not None:
+        others = np.array([b for b in range(1, m.nbody) if b != root])
+        f = u(*cfg.link_mass, size=others.size)
+        m.body_mass[others] *= f
+        m.body_inertia[others] *= f[:, None]
+    if cfg.base_mass is not None:
+        m0 = m.body_mass[root]
+        m1 = max(m0 + u(*cfg.base_mass), 0.1 * m0)
+        m.body_mass[root] = m1
+        m.body_inertia[root] *= m1 / m0
+    if cfg.com is not None:
+        m.body_ipos[root] += u(-cfg.com, cfg.com, size=3)
+    kp = m.actuator_gainprm[:, 0].copy()
+    if cfg.kp is not None:
+        kp = kp * u(*cfg.kp, size=m.nu)
+        m.actuator_gainprm[:, 0] = kp
+        m.actuator_biasprm[:, 1] = -kp
+    if cfg.kd is not None:
+        m.actuator_biasprm[:, 2] *= u(*cfg.kd, size=m.nu)
+    dofs = g1m.joint_dof_indices(m)
+    if cfg.armature is not None:
+        m.dof_armature[dofs] *= u(*cfg.armature, size=dofs.size)
+    if cfg.joint_friction is not None:
+        m.dof_frictionloss[dofs] *= u(*cfg.joint_friction, size=dofs.size)
+    if cfg.joint_offset is not None:
+        m.actuator_biasprm[:, 0] = kp * u(-cfg.joint_offset, cfg.joint_offset, size=m.nu)
+    return m
+
+
+def randomize_mjx(mjx_model, key, cfg: Randomization, mj_model: mujoco.MjModel):
+    """JAX twin of :func:`randomize` on an ``mjx.Model`` (``mj_model``: the native model it was
+    made from, for the indices). ``jax.vmap`` over keys gives per-environment models."""
+    m = mjx_model
+    ks = iter(jax.random.split(key, 12))
+    root = mj_model.body(g1m.ROOT_BODY).id
+    upd = {}
+
+    def u(lo, hi, shape=()):
+        return jax.random.uniform(next(ks), shape, minval=lo, maxval=hi)
+
+    if cfg.friction is not None:
+        upd["geom_friction"] = m.geom_friction.at[_contact_geoms(mj_model), 0].set(u(*cfg.friction))
+    mass, inertia = m.body_mass, m.body_inertia
+    if cfg.link_mass is not None:
+        f = u(*cfg.link_mass, (mj_model.nbody,))
+        f = f.at[0].set(1.0).at[root].set(1.0)
+        mass, inertia = mass * f, inertia * f[:, None]
+    if cfg.base_mass is not None:
+        m0 = mass[root]
+        m1 = jnp.maximum(m0 + u(*cfg.base_mass), 0.1 * m0)
+        mass = mass.at[root].set(m1)
+        inertia = inertia.at[root].multiply(m1 / m0)
+    upd["body_mass"], upd["body_inertia"] = mass, inertia
+    if cfg.com is not None:
+        upd["body_ipos"] = m.body_ipos.at[root].add(u(-cfg.com, cfg.com, (3,)))
+    gain, bias = m.actuator_gainprm, m.actuator_biasprm
+    kp = gain[:, 0]
+    if cfg.kp is not None:
+        kp = kp * u(*cfg.kp, (mj_model.nu,))
+        gain = gain.at[:, 0].set(kp)
+        bias = bias.at[:, 1].set(-kp)
+    if cfg.kd is not None:
+        bias = bias.at[:, 2].multiply(u(*cfg.kd, (mj_model.nu,)))
+    if cfg.joint_offset is not None:
+        bias = bias.at[:, 0].set(kp * u(-cfg.joint_offset, cfg.joint_offset, (mj_model.nu,)))
+    upd["actuator_gainprm"], upd["actuator_biasprm"] = gain, bias
+    dofs = g1m.joint_dof_indices(mj_model)
+    if cfg.armature is not None:
+        upd["dof_armature"] = m.dof_armature.at[dofs].multiply(u(*cfg.armature, (dofs.size,)))
+    if cfg.joint_friction is not None:
+        f = u(*cfg.joint_friction, (dofs.size,))
+        upd["dof_frictionloss"] = m.dof_frictionloss.at[dofs].multiply(f)
+    return m.replace(**upd)
+
+
+@dataclasses.dataclass(frozen=True)
+class Push:
+    step: int  # control step at which the kick is applied
+    linear: np.ndarray  # (3,) world-frame root velocity change, m/s
+    angular: np.ndarray  # (3,) root angular velocity change (roll, pitch, yaw rates), rad/s
+
+
+@dataclasses.dataclass(frozen=True)
+class Episode:
+    latency: int
+    pushes: tuple[Push, ...]
+
+
+def sample_episode(rng, cfg: Randomization, control_dt: float, num_steps: int) -> Episode:
+    """Action latency and the push schedule of one episode."""
+    rng = np.random.default_rng(rng)
+    latency = 0 if cfg.latency is None else int(rng.integers(cfg.latency[0], cfg.latency[1] + 1))
+    pushes = []
+    if cfg.push is not None:
+        t = rng.uniform(*cfg.push)
+        while t < num_steps * control_dt:
+            lin = rng.uniform(-1, 1, 3) * np.asarray(cfg.push_linear)
+            ang = rng.uniform(-1, 1, 3) * np.asarray(cfg.push_angular)
+            pushes.append(Push(int(round(t / control_dt)), lin, ang))
+            t += rng.uniform(*cfg.push)
+    return Episode(latency, tuple(pushes))
+
+
+def apply_push(qvel: np.ndarray, push: Push) -> np.ndarray:
+    """``qvel`` of a free-floating G1 after the kick: world linear velocity += push.linear; the
+    body-frame angular velocity += push.angular (roll / pitch / yaw rates about the root axes)."""
+    v = np.array(qvel, float).copy()
+    v[0:3] += push.linear
+    v[3:6] += push.angular
+    return v

@@ -1,0 +1,404 @@
+"""G1 motion tracking (``g1_jump``, ``g1_squat_jump``, ``g1_hop``): a :class:`ContactEnv`.
+
+Clip phase. The reference frame of a state is ``k = round(data.time / control_dt)`` (clamped to
+the clip; after its end the reference holds the last frame): the MJX ``time`` field carries the
+phase through every step estimator. Reference state initialisation (:meth:`initial_data`): a
+frame ``k`` uniform over the clip, the state set to the reference ``qpos`` / ``qvel`` of that
+frame (plus reset noise when the randomisation has ``reset_noise`` on), ``time = k control_dt``,
+and the servo targets (``ctrl`` and ``act``) to the reference joints.
+
+Observation (METHOD.md), all in the root (pelvis) frame unless said:
+
+====================================================  =====
+root height (world z)                                 1
+root rotation, 6-D (first two columns of R, world)    6
+root linear velocity, angular velocity                3 + 3
+tracked-body rotations relative to the root, 6-D      13 x 6
+joint positions, joint velocities                     29 + 29
+key points (ankles, head, wrists) relative to root    5 x 3
+clip phase k / (T - 1)                                1
+reference at k+1, k+2, k+3, each: root height,        3 x 54
+root rotation relative to the current root (6-D),
+root position relative to the current root, joints,
+key points relative to the reference root
+====================================================  =====
+
+(327 in all; joint positions and the phase are additions to METHOD.md's list.)
+
+Actions: ``a`` in (-1, 1)^29 (the learners' tanh policies) are joint-position targets
+``ctrl = clip(q_default + s * a, joint range)``, ``q_default`` the clip's first-frame joints and
+``s`` per joint the largest deviation of the clip from ``q_default`` plus ``action_margin``
+(0.3 rad), so that every reference posture and some margin is reachable and ``a = 0`` holds the
+starting crouch. (A residual on the reference target would need ``action_to_ctrl`` to see the
+state; the base interface gives it the action only.)
+
+Reward (tracking, BeyondMimic-style exponentials; ADD, the paper's adversarial differential
+discriminator, is NOT implemented here), on the next state against its reference frame:
+
+    r = w_root_pos exp(-|p - p*|^2 / 0.3^2)  +  w_root_rot exp(-e_R(root)^2 / 0.4^2)
+      + w_body_pos exp(-mean_b |(x_b - p) - (x*_b - p*)|^2 / 0.3^2)
+      + w_body_rot exp(-mean_b e_R(b)^2 / 0.4^2)
+      + w_joint exp(-mean_j (q_j - q*_j)^2 / 0.3^2)
+      + w_lin_vel exp(-|v - v*|^2 / 1.0^2)  +  w_ang_vel exp(-|w - w*|^2 / 3.14^2)
+      - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2
+
+with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small errors; smooth,
+unlike the geodesic angle), body sums over the 14 tracked bodies, ``u`` the servo targets
+(``data.act`` of the servo filter, see :mod:`bcg.envs.g1.model`; the term is 0 if the model has
+no action memory). Weights: root 0.5 / 0.5, bodies 1 / 1, joints 1, velocities 0.5 / 0.5,
+action rate 0.8 (METHOD.md's weight, on the mean over joints). Terminated when the root is below
+0.3 m (METHOD.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from bcg.envs.base import ContactEnv
+from bcg.envs.g1 import clips as g1clips
+from bcg.envs.g1 import model as g1m
+from bcg.envs.g1.randomization import Randomization
+from bcg.sim.model import Sim
+from bcg.sim.step import make_data
+
+HORIZON = 3  # reference frames ahead in the observation
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Reference:
+    """Per-frame reference quantities of a clip at the control rate (numpy, native FK)."""
+
+    qpos: np.ndarray  # (T, 36)
+    qvel: np.ndarray  # (T, 35)
+    body_pos: np.ndarray  # (T, nb, 3) tracked bodies, world
+    body_mat: np.ndarray  # (T, nb, 3, 3)
+    key_pos: np.ndarray  # (T, 5, 3) key sites, world
+    foot_height: np.ndarray  # (T,) lowest foot-sphere bottom
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.qpos.shape[0])
+
+
+def compute_reference(m: mujoco.MjModel, clip: g1clips.Clip) -> Reference:
+    d = mujoco.MjData(m)
+    bodies = g1m.body_ids(m)
+    sites = g1m.site_ids(m)
+    feet = g1m.foot_geom_ids(m)
+    T = clip.num_frames
+    bp = np.empty((T, len(bodies), 3))
+    bm = np.empty((T, len(bodies), 3, 3))
+    kp = np.empty((T, len(sites), 3))
+    fh = np.empty(T)
+    for i, q in enumerate(clip.qpos):
+        d.qpos[:] = q
+        mujoco.mj_kinematics(m, d)
+        bp[i] = d.xpos[bodies]
+        bm[i] = d.xmat[bodies].reshape(-1, 3, 3)
+        kp[i] = d.site_xpos[sites]
+        fh[i] = np.min(d.geom_xpos[feet, 2] - m.geom_size[feet, 0])
+    return Reference(clip.qpos.copy(), clip.qvel(), bp, bm, kp, fh)
+
+
+def _rot6(R):
+    """6-D rotation features: the first two columns of R (..., 3, 3) -> (..., 6)."""
+    return jnp.swapaxes(R[..., :, :2], -1, -2).reshape(R.shape[:-2] + (6,))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class G1Tracking(ContactEnv):
+    clip: g1clips.Clip | None = None
+    randomization: Randomization = dataclasses.field(default_factory=Randomization.none)
+    min_height: float = 0.3
+    action_margin: float = 0.3
+    w_root_pos: float = 0.5
+    w_root_rot: float = 0.5
+    w_body_pos: float = 1.0
+    w_body_rot: float = 1.0
+    w_joint: float = 1.0
+    w_lin_vel: float = 0.5
+    w_ang_vel: float = 0.5
+    w_action_rate: float = 0.8
+    sigma_pos: float = 0.3
+    sigma_rot: float = 0.4
+    sigma_joint: float = 0.3
+    sigma_lin_vel: float = 1.0
+    sigma_ang_vel: float = 3.14
+
+    def __post_init__(self):
+        if self.clip is None:
+            raise ValueError("G1Tracking needs a clip")
+        fps = 1.0 / self.sim.control_dt
+        if abs(self.clip.fps - fps) > 1e-6:
+            raise ValueError(f"clip at {self.clip.fps} fps, the control rate is {fps} Hz")
+
+    # ------------------------------------------------------------------ reference data
+
+    @functools.cached_property
+    def reference(self) -> Reference:
+        return compute_reference(self.sim.mj_model, self.clip)
+
+    @functools.cached_property
+    def _ref(self) -> dict:
+        r = self.reference
+        return {
+            "qpos": jnp.asarray(r.qpos),
+            "qvel": jnp.asarray(r.qvel),
+            "body_pos": jnp.asarray(r.body_pos),
+            "body_mat": jnp.asarray(r.body_mat),
+            "key_pos": jnp.asarray(r.key_pos),
+        }
+
+    @property
+    def num_frames(self) -> int:
+        return self.clip.num_frames
+
+    @property
+    def tracked_bodies(self) -> tuple[str, ...]:
+        return g1m.TRACKED_BODIES
+
+    @functools.cached_property
+    def tracked_body_ids(self) -> np.ndarray:
+        return g1m.body_ids(self.sim.mj_model)
+
+    @functools.cached_property
+    def key_site_ids(self) -> np.ndarray:
+        return g1m.site_ids(self.sim.mj_model)
+
+    @functools.cached_property
+    def foot_geom_ids(self) -> np.ndarray:
+        return g1m.foot_geom_ids(self.sim.mj_model)
+
+    @property
+    def reference_body_pos(self) -> np.ndarray:
+        """(T, 14, 3) world positions of :attr:`tracked_bodies` per clip frame."""
+        return self.reference.body_pos
+
+    @property
+    def reference_qpos(self) -> np.ndarray:
+        return self.reference.qpos
+
+    def frame_of(self, time):
+        """Reference frame index of a state time (works on numpy and JAX scalars)."""
+        k = jnp.round(jnp.asarray(time) / self.sim.control_dt).astype(jnp.int32)
+        return jnp.clip(k, 0, self.num_frames - 1)
+
+    # ------------------------------------------------------------------ actions
+
+    @functools.cached_property
+    def _action_map(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        m = self.sim.mj_model
+        q0 = self.clip.joints[0]
+        span = np.max(np.abs(self.clip.joints - q0), axis=0) + self.action_margin
+        lo, hi = m.actuator_ctrlrange.T
+        return q0, span, lo, hi
+
+    def action_to_ctrl(self, action):
+        q0, span, lo, hi = (jnp.asarray(x) for x in self._action_map)
+        a = jnp.clip(action, -1.0, 1.0)
+        return jnp.clip(q0 + span * a, lo, hi)
+
+    # ------------------------------------------------------------------ reset
+
+    def _reset(self, key):
+        m = self.sim.mj_model
+        T = self.num_frames
+        kf, kr, kj, kp = jax.random.split(key, 4)
+        k = jax.random.randint(kf, (), 0, T - 1)
+        ref = self._ref
+        q = ref["qpos"][k]
+        v = ref["qvel"][k]
+        cfg = self.randomization
+        if cfg.reset_noise is not None:
+            rot_n, joint_n = cfg.reset_noise
+            u = jax.random.uniform(kp, (3,), minval=-1.0, maxval=1.0)
+            xy, up = cfg.reset_root_xy, cfg.reset_root_up
+            dp = jnp.stack([xy * u[0], xy * u[1], up * (0.5 + 0.5 * u[2])])
+            rv = jax.random.uniform(kr, (3,), minval=-rot_n, maxval=rot_n)
+            angle = jnp.linalg.norm(rv)
+            axis = rv / jnp.maximum(angle, 1e-9)
+            dq = jnp.concatenate([jnp.cos(angle / 2)[None], jnp.sin(angle / 2) * axis])
+            quat = _quat_mul(q[3:7], dq)
+            lo, hi = (jnp.asarray(x) for x in m.jnt_range[1:].T)
+            joints = q[7:] + jax.random.uniform(kj, (29,), minval=-joint_n, maxval=joint_n)
+            q = jnp.concatenate(
+                [q[:3] + dp, quat / jnp.linalg.norm(quat), jnp.clip(joints, lo, hi)]
+            )
+        return k, q, v
+
+    def reset_state(self, key):
+        _, q, v = self._reset(key)
+        return q, v
+
+    def initial_data(self, key):
+        k, q, v = self._reset(key)
+        d = make_data(self.sim)
+        targets = jnp.clip(
+            self._ref["qpos"][k, 7:], *(jnp.asarray(x) for x in self._action_map[2:])
+        )
+        upd = dict(
+            qpos=q.astype(d.qpos.dtype),
+            qvel=v.astype(d.qvel.dtype),
+            time=(k * self.sim.control_dt).astype(d.time.dtype),
+            ctrl=targets.astype(d.ctrl.dtype),
+        )
+        if self.sim.mj_model.na:
+            upd["act"] = targets.astype(d.act.dtype)
+        return d.replace(**upd)
+
+    # ------------------------------------------------------------------ observation
+
+    def _root(self, data):
+        rid = self.tracked_body_ids[0]
+        return data.xpos[rid], data.xmat[rid].reshape(3, 3)
+
+    def observe(self, data):
+        ref = self._ref
+        p, R = self._root(data)
+        ids = self.tracked_body_ids
+        Rb = data.xmat[ids[1:]].reshape(-1, 3, 3)
+        rel_rot = jnp.einsum("ji,bjk->bik", R, Rb)
+        keys = (data.site_xpos[self.key_site_ids] - p) @ R
+        k = self.frame_of(data.time)
+        T = self.num_frames
+        feats = [
+            p[2:3],
+            _rot6(R),
+            R.T @ data.qvel[0:3],
+            data.qvel[3:6],
+            _rot6(rel_rot).reshape(-1),
+            data.qpos[7:],
+            data.qvel[6:],
+            keys.reshape(-1),
+            (k / (T - 1)).astype(p.dtype)[None],
+        ]
+        for h in range(1, HORIZON + 1):
+            j = jnp.clip(k + h, 0, T - 1)
+            pr = ref["body_pos"][j, 0]
+            Rr = ref["body_mat"][j, 0]
+            feats += [
+                pr[2:3],
+                _rot6(R.T @ Rr),
+                R.T @ (pr - p),
+                ref["qpos"][j, 7:],
+                ((ref["key_pos"][j] - pr) @ Rr).reshape(-1),
+            ]
+        return jnp.concatenate([f.astype(p.dtype) for f in feats])
+
+    # ------------------------------------------------------------------ reward
+
+    def tracking_errors(self, data) -> dict:
+        """Squared tracking errors of a state against its reference frame."""
+        ref = self._ref
+        k = self.frame_of(data.time)
+        ids = self.tracked_body_ids
+        xb = data.xpos[ids]
+        Rb = data.xmat[ids].reshape(-1, 3, 3)
+        xr, Rr = ref["body_pos"][k], ref["body_mat"][k]
+        rot_err = 0.5 * jnp.sum((Rb - Rr) ** 2, axis=(-1, -2))
+        rel = (xb - xb[0]) - (xr - xr[0])
+        return {
+            "root_pos": jnp.sum((xb[0] - xr[0]) ** 2),
+            "root_rot": rot_err[0],
+            "body_pos": jnp.mean(jnp.sum(rel**2, -1)),
+            "body_rot": jnp.mean(rot_err),
+            "joint": jnp.mean((data.qpos[7:] - ref["qpos"][k, 7:]) ** 2),
+            "lin_vel": jnp.sum((data.qvel[0:3] - ref["qvel"][k, 0:3]) ** 2),
+            "ang_vel": jnp.sum((data.qvel[3:6] - ref["qvel"][k, 3:6]) ** 2),
+            "body_pos_error": jnp.mean(jnp.linalg.norm(xb - xr, axis=-1)),
+        }
+
+    def reward(self, data, action, next_data):
+        e = self.tracking_errors(next_data)
+        r = (
+            self.w_root_pos * jnp.exp(-e["root_pos"] / self.sigma_pos**2)
+            + self.w_root_rot * jnp.exp(-e["root_rot"] / self.sigma_rot**2)
+            + self.w_body_pos * jnp.exp(-e["body_pos"] / self.sigma_pos**2)
+            + self.w_body_rot * jnp.exp(-e["body_rot"] / self.sigma_rot**2)
+            + self.w_joint * jnp.exp(-e["joint"] / self.sigma_joint**2)
+            + self.w_lin_vel * jnp.exp(-e["lin_vel"] / self.sigma_lin_vel**2)
+            + self.w_ang_vel * jnp.exp(-e["ang_vel"] / self.sigma_ang_vel**2)
+        )
+        if self.sim.mj_model.na:
+            span = jnp.asarray(self._action_map[1])
+            rate = jnp.mean(((next_data.act - data.act) / span) ** 2)
+            r = r - self.w_action_rate * rate
+        return r
+
+    @property
+    def max_reward(self) -> float:
+        return (
+            self.w_root_pos
+            + self.w_root_rot
+            + self.w_body_pos
+            + self.w_body_rot
+            + self.w_joint
+            + self.w_lin_vel
+            + self.w_ang_vel
+        )
+
+    def terminated(self, data):
+        return data.xpos[self.tracked_body_ids[0], 2] < self.min_height
+
+    def eval_metrics(self, data):
+        e = self.tracking_errors(data)
+        feet = self.foot_geom_ids
+        size = jnp.asarray(self.sim.mj_model.geom_size[feet, 0])
+        low = jnp.min(data.geom_xpos[feet, 2] - size)
+        return {
+            "root_height": data.xpos[self.tracked_body_ids[0], 2],
+            "body_pos_error": e["body_pos_error"],
+            "foot_penetration": jnp.maximum(-low, 0.0),
+            "airborne": (low > 0.005).astype(low.dtype),
+        }
+
+
+def _quat_mul(u, v):
+    return jnp.stack(
+        [
+            u[0] * v[0] - u[1] * v[1] - u[2] * v[2] - u[3] * v[3],
+            u[0] * v[1] + u[1] * v[0] + u[2] * v[3] - u[3] * v[2],
+            u[0] * v[2] - u[1] * v[3] + u[2] * v[0] + u[3] * v[1],
+            u[0] * v[3] + u[1] * v[2] - u[2] * v[1] + u[3] * v[0],
+        ]
+    )
+
+
+def g1_tracking(
+    clip="jump",
+    stiffness="stiff",
+    *,
+    randomization: Randomization | str | None = None,
+    config: g1m.G1Config | None = None,
+    solver_iterations: int = 1,
+    **kw,
+) -> G1Tracking:
+    """A G1 tracking environment on a built-in clip name, a CSV path or a :class:`Clip`."""
+    sim: Sim = g1m.load_g1(stiffness, config=config, solver_iterations=solver_iterations)
+    fps = 1.0 / sim.control_dt
+    if isinstance(clip, g1clips.Clip):
+        c = clip if abs(clip.fps - fps) < 1e-9 else g1clips.resample(clip, fps)
+    else:
+        c = g1clips.get_clip(clip, fps=fps)
+    if isinstance(randomization, str) or randomization is None:
+        randomization = Randomization.parse(randomization)
+    kw.setdefault("episode_length", c.num_frames)
+    return G1Tracking(sim=sim, clip=c, randomization=randomization, **kw)
+
+
+def g1_jump(stiffness="stiff", **kw) -> G1Tracking:
+    return g1_tracking("jump", stiffness, **kw)
+
+
+def g1_squat_jump(stiffness="stiff", **kw) -> G1Tracking:
+    return g1_tracking("squat_jump", stiffness, **kw)
+
+
+def g1_hop(stiffness="stiff", **kw) -> G1Tracking:
+    return g1_tracking("hop", stiffness, **kw)

@@ -1,0 +1,149 @@
+"""G1 domain randomisation: every item switchable, ranges, native and MJX versions."""
+
+import warnings
+
+import jax
+import mujoco
+import numpy as np
+import pytest
+
+from bcg.envs.g1 import model as gm
+from bcg.envs.g1 import randomization as gr
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from mujoco import mjx
+
+FIELDS = (
+    "geom_friction",
+    "body_mass",
+    "body_inertia",
+    "body_ipos",
+    "actuator_gainprm",
+    "actuator_biasprm",
+    "dof_armature",
+    "dof_frictionloss",
+)
+
+
+@pytest.fixture(scope="module")
+def m():
+    return gm.mj_model(visuals=False)
+
+
+def _changed(m0, m1):
+    return {f for f in FIELDS if not np.array_equal(getattr(m0, f), getattr(m1, f))}
+
+
+def test_none_is_identity_and_copy(m):
+    before = {f: getattr(m, f).copy() for f in FIELDS}
+    r = gr.randomize(m, 0, gr.Randomization.none())
+    assert r is not m and not _changed(m, r)
+    gr.randomize(m, 0, gr.Randomization.full())
+    assert all(np.array_equal(before[f], getattr(m, f)) for f in FIELDS)  # original untouched
+
+
+@pytest.mark.parametrize(
+    "item,fields",
+    [
+        ("friction", {"geom_friction"}),
+        ("base_mass", {"body_mass", "body_inertia"}),
+        ("link_mass", {"body_mass", "body_inertia"}),
+        ("com", {"body_ipos"}),
+        ("kp", {"actuator_gainprm", "actuator_biasprm"}),
+        ("kd", {"actuator_biasprm"}),
+        ("armature", {"dof_armature"}),
+        ("joint_friction", {"dof_frictionloss"}),
+        ("joint_offset", {"actuator_biasprm"}),
+    ],
+)
+def test_each_item_alone(m, item, fields):
+    cfg = gr.Randomization.full().only(item)
+    assert cfg.enabled == (item,)
+    assert _changed(m, gr.randomize(m, 1, cfg)) == fields
+
+
+def test_ranges(m):
+    cfg = gr.Randomization.full()
+    root = m.body("pelvis").id
+    feet = gm.foot_geom_ids(m)
+    dofs = gm.joint_dof_indices(m)
+    for seed in range(20):
+        r = gr.randomize(m, seed, cfg)
+        mu = r.geom_friction[feet, 0]
+        assert np.all(mu == r.geom_friction[m.geom("floor").id, 0]) and 0.3 <= mu[0] <= 1.2
+        others = np.arange(2, m.nbody)
+        ratio = r.body_mass[others] / m.body_mass[others]
+        assert np.all((ratio >= 0.8) & (ratio <= 1.2))
+        assert abs(r.body_mass[root] - m.body_mass[root]) <= 3.0
+        assert np.all(np.abs(r.body_ipos[root] - m.body_ipos[root]) <= 0.03)
+        kp = r.actuator_gainprm[:, 0] / m.actuator_gainprm[:, 0]
+        assert np.all((kp >= 0.8) & (kp <= 1.2))
+        np.testing.assert_allclose(r.actuator_biasprm[:, 1], -r.actuator_gainprm[:, 0])
+        a = r.dof_armature[dofs] / m.dof_armature[dofs]
+        assert np.all((a >= 0.75) & (a <= 1.25))
+        f = r.dof_frictionloss[dofs] / m.dof_frictionloss[dofs]
+        assert np.all((f >= 0.5) & (f <= 1.5))
+
+
+def test_joint_offset_shifts_the_servo_equilibrium(m):
+    """With the offset, the servo's force vanishes at target + offset (native actuator force)."""
+    r = gr.randomize(m, 3, gr.Randomization.full().only("joint_offset", "kp"))
+    off = r.actuator_biasprm[:, 0] / r.actuator_gainprm[:, 0]
+    assert np.all(np.abs(off) <= 0.01) and np.any(np.abs(off) > 1e-4)
+    d = mujoco.MjData(r)
+    mujoco.mj_resetDataKeyframe(r, d, 0)
+    target = r.key_ctrl[0]
+    d.ctrl[:] = target
+    d.act[:] = target
+    d.qpos[gm.joint_qpos_indices(r)] = target + off
+    mujoco.mj_forward(r, d)
+    assert np.max(np.abs(d.actuator_force)) < 1e-9
+
+
+def test_mjx_twin_ranges_and_vmap(m):
+    mx = mjx.put_model(m)
+    cfg = gr.Randomization.full()
+    keys = jax.random.split(jax.random.PRNGKey(0), 4)
+    batch = jax.vmap(lambda k: gr.randomize_mjx(mx, k, cfg, m))(keys)
+    kp = np.asarray(batch.actuator_gainprm[:, :, 0]) / m.actuator_gainprm[:, 0]
+    assert kp.shape == (4, 29) and np.all((kp >= 0.8) & (kp <= 1.2))
+    assert len({round(float(x), 6) for x in kp[:, 0]}) == 4  # per-environment models
+    mu = np.asarray(batch.geom_friction[:, gm.foot_geom_ids(m), 0])
+    assert np.all((mu >= 0.3) & (mu <= 1.2))
+    root = m.body("pelvis").id
+    dm = np.asarray(batch.body_mass[:, root]) - m.body_mass[root]
+    assert np.all(np.abs(dm) <= 3.0)
+    np.testing.assert_allclose(np.asarray(batch.body_mass[:, 0]), 0.0)
+    off = gr.randomize_mjx(mx, keys[0], cfg.only("friction"), m)
+    np.testing.assert_array_equal(np.asarray(off.actuator_gainprm), m.actuator_gainprm)
+
+
+def test_parse():
+    R = gr.Randomization
+    assert R.parse("none").enabled == () and R.parse(None).enabled == ()
+    assert R.parse("all").enabled == gr.ITEMS
+    assert R.parse("friction,kp").enabled == ("friction", "kp")
+    assert "push" not in R.parse("all,-push,-latency").enabled
+    with pytest.raises(ValueError, match="unknown randomisation item"):
+        R.parse("friction,gravity")
+
+
+def test_episode_sampling():
+    cfg = gr.Randomization.full()
+    lat = set()
+    for seed in range(30):
+        ep = gr.sample_episode(seed, cfg, 0.02, 500)  # 10 s
+        lat.add(ep.latency)
+        steps = [p.step for p in ep.pushes]
+        assert 3 <= len(steps) <= 10
+        gaps = np.diff(steps)
+        assert 50 <= steps[0] <= 150 and np.all((gaps >= 49) & (gaps <= 151))
+        for p in ep.pushes:
+            assert np.all(np.abs(p.linear) <= [0.5, 0.5, 0.2])
+            assert np.all(np.abs(p.angular) <= [0.52, 0.52, 0.78])
+    assert lat == {0, 1}
+    quiet = gr.sample_episode(0, gr.Randomization.none(), 0.02, 500)
+    assert quiet.latency == 0 and quiet.pushes == ()
+    v = gr.apply_push(np.zeros(35), gr.Push(0, np.array([0.1, 0, 0]), np.array([0, 0, 0.3])))
+    assert v[0] == 0.1 and v[5] == 0.3 and not v[6:].any()
