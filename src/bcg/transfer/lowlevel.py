@@ -23,7 +23,11 @@ per actuator kind (read from the model, see :func:`actuator_table`):
 
 * ``position`` actuator (MuJoCo's PD servo, force ``kp (ctrl - g q) - kv g qdot``, gear g):
   ``q = ctrl / g, dq = 0, kp = kp g^2, kd = kv g^2, tau = 0`` (the same joint torque);
-* ``motor`` actuator (force ``g ctrl``): ``kp = kd = 0, tau = g ctrl``.
+* ``motor`` actuator (force ``gain ctrl``): ``kp = kd = 0, tau = g gain ctrl``.
+
+A first-order filter on the control (``dyntype`` filter / filterexact, e.g. the G1's 1 ms
+servo filter that keeps the previous target in ``data.act``) is ignored: the motor driver takes
+the new target at once (``filter_tc`` in the table says how long MuJoCo's filter lags).
 
 ``motor_joints`` gives the robot's motor order as joint names (default: the actuators' joints in
 actuator order); a G1 env should provide unitree's 29-motor order.
@@ -148,8 +152,9 @@ def from_sdk(sdk_msg, cls=LowState):
 
 
 def actuator_table(m: mujoco.MjModel) -> list[dict]:
-    """One dict per actuator: name, joint, kind ('position' | 'motor'), gear, kp, kv,
-    ctrlrange (or None), forcerange (or None). ValueError for kinds that are neither."""
+    """One dict per actuator: name, joint, kind ('position' | 'motor'), gear, gain, filter_tc
+    (0: no control filter), kp, kv, ctrlrange (or None), forcerange (or None). ValueError for
+    kinds that are neither."""
     out = []
     for i in range(m.nu):
         name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, i) or f"actuator{i}"
@@ -161,9 +166,15 @@ def actuator_table(m: mujoco.MjModel) -> list[dict]:
         gain, bias = m.actuator_gainprm[i], m.actuator_biasprm[i]
         fixed = int(m.actuator_gaintype[i]) == int(mujoco.mjtGain.mjGAIN_FIXED)
         btype = int(m.actuator_biastype[i])
-        if int(m.actuator_dyntype[i]) != int(mujoco.mjtDyn.mjDYN_NONE) or not fixed:
-            raise ValueError(f"actuator {name}: only direct (no dynamics), fixed-gain actuators")
-        if btype == int(mujoco.mjtBias.mjBIAS_NONE) and gain[0] == 1.0:
+        dyn = int(m.actuator_dyntype[i])
+        filters = (int(mujoco.mjtDyn.mjDYN_FILTER), int(mujoco.mjtDyn.mjDYN_FILTEREXACT))
+        if dyn not in (int(mujoco.mjtDyn.mjDYN_NONE), *filters) or not fixed:
+            raise ValueError(
+                f"actuator {name}: only fixed-gain actuators without dynamics or with a "
+                "first-order filter on the control"
+            )
+        filter_tc = float(m.actuator_dynprm[i, 0]) if dyn in filters else 0.0
+        if btype == int(mujoco.mjtBias.mjBIAS_NONE):
             kind, kp, kv = "motor", 0.0, 0.0
         elif (
             btype == int(mujoco.mjtBias.mjBIAS_AFFINE)
@@ -179,6 +190,8 @@ def actuator_table(m: mujoco.MjModel) -> list[dict]:
                 "joint": joint,
                 "kind": kind,
                 "gear": gear,
+                "gain": float(gain[0]),
+                "filter_tc": filter_tc,
                 "kp": kp,
                 "kv": kv,
                 "ctrlrange": [float(x) for x in m.actuator_ctrlrange[i]]
@@ -242,7 +255,7 @@ class MotorMap:
                 c.kp, c.kd = a["kp"] * g * g, a["kv"] * g * g
             else:
                 c.q, c.dq, c.kp, c.kd = 0.0, 0.0, 0.0, 0.0
-                c.tau = g * u
+                c.tau = g * a["gain"] * u
         return cmd
 
     def torque_limits(self) -> np.ndarray:

@@ -7,11 +7,12 @@ differentiable solver. The transfer target is native MuJoCo with
   MuJoCo's default time constant 0.02 s when the MJCF sets none), or ``env.native_model()``;
 * the full constraint solver: ``opt.iterations`` / ``ls_iterations`` raised to MuJoCo's
   defaults (100 / 50) unless the MJCF asks for more;
-* domain randomisation per run when the env provides ``env.randomize(mj_model, rng)`` (returns
-  the randomised model or randomises it in place), plus the runtime part of METHOD.md's table
-  that does not change the model: action latency of 0 or 1 control steps (per run) and pushes
-  every U(1, 3) s (root velocity += U(+-0.5, +-0.5, +-0.2) m/s, U(+-0.52, +-0.52, +-0.78) rad/s)
-  on models whose root is a free joint.
+* domain randomisation per run (:class:`Randomizer`): the G1 env's own METHOD.md table
+  (:mod:`bcg.envs.g1.randomization`); for other envs ``env.randomize(mj_model, rng)`` when the
+  env has it, plus the runtime part of the table that does not change the model: action
+  latency of 0 or 1 control steps (per run) and pushes every U(1, 3) s (root velocity +=
+  U(+-0.5, +-0.5, +-0.2) m/s, U(+-0.52, +-0.52, +-0.78) rad/s) on models whose root is a free
+  joint.
 
 Each run starts from ``env.initial_data(key)`` (the env's reset distribution; the same keys for
 both simulators) and lasts ``seconds`` (default: one episode) or until a fall. Observations,
@@ -28,9 +29,10 @@ the same initial states, nominal model, no latency or pushes):
 * foot penetration: mean over contact steps (control steps with a foot-ground contact at
   negative distance) of the deepest foot-ground penetration max(0, -dist) (mm); foot geoms
   from ``env.foot_geom_ids``, else geoms whose name contains "foot", else every non-world geom;
-* tracking error (cm), when the env has a reference: ``env.tracking_error(data)`` (metres), or
-  the mean over ``env.tracked_body_ids`` of |xpos - env.reference_body_positions(data)|, on
-  forward kinematics of the current state;
+* tracking error (cm), when the env has a reference: ``env.tracking_error(data)`` (metres),
+  ``env.tracking_errors(data)["body_pos_error"]`` (the G1 env), or the mean over
+  ``env.tracked_body_ids`` of |xpos - env.reference_body_positions(data)|, on forward
+  kinematics of the current state;
 * return: sum of ``env.reward`` until the fall (the reward of the falling step included).
 """
 
@@ -71,6 +73,7 @@ class TransferConfig:
     video_path: str | None = None  # .mp4 (or a folder of PNG frames as fallback)
     render_size: tuple[int, int] = (360, 480)  # (height, width)
     training_sim: bool = True  # also run the MJX training simulator for the comparison
+    randomization: str | None = None  # G1: items of its table (Randomization.parse), "all"
 
 
 # ----------------------------------------------------------------------------- models, hooks
@@ -151,6 +154,12 @@ def tracking_fn(env):
     hook = getattr(env, "tracking_error", None)
     if callable(hook):
         return hook, "tracking error: env.tracking_error"
+    errs = getattr(env, "tracking_errors", None)
+    if callable(errs):  # the G1 tracking env: mean per-body position error in metres
+        return (
+            lambda d: errs(d)["body_pos_error"],
+            "tracking error: env.tracking_errors()['body_pos_error'] (mean over tracked bodies)",
+        )
     ref = getattr(env, "reference_body_positions", None)
     ids = getattr(env, "tracked_body_ids", None)
     if callable(ref) and ids is not None:
@@ -279,19 +288,85 @@ def _steps(env, cfg: TransferConfig) -> int:
     return max(1, int(round(cfg.seconds / env.sim.control_dt)))
 
 
-def randomize_model(env, m, rng):
-    """``(model, note)``: a randomised copy of ``m`` via ``env.randomize`` if it has one."""
-    import copy
+class Randomizer:
+    """Per-run domain randomisation of the native runs.
 
-    hook = getattr(env, "randomize", None)
-    if not callable(hook):
-        return m, "model randomisation: none (the env has no randomize hook)"
-    mm = copy.copy(m)
-    out = hook(mm, rng)
-    return (out if isinstance(out, mujoco.MjModel) else mm), "model randomisation: env.randomize"
+    * the G1 tracking env (:mod:`bcg.envs.g1`): its METHOD.md table, ``bcg.envs.g1.
+      randomization.randomize`` for the model and ``sample_episode`` for latency and pushes,
+      items from ``spec`` (:meth:`Randomization.parse`, default ``"all"``), and the initial
+      states with the table's reset noise;
+    * any other env: ``env.randomize(mj_model, rng)`` if it has one (returns the randomised
+      model or randomises it in place), action latency 0 or 1 control steps and pushes every
+      U(1, 3) s on free-joint roots (METHOD.md's ranges).
+    """
+
+    def __init__(self, env, cfg: TransferConfig, m: mujoco.MjModel):
+        self.env, self.cfg, self.root = env, cfg, _free_root(m)
+        self.init_env = env
+        self.g1 = None
+        if not cfg.randomize:
+            self.notes = ["no randomisation"]
+            return
+        if type(env).__module__.startswith("bcg.envs.g1"):
+            from bcg.envs.g1 import randomization as g1r
+
+            self.g1 = (g1r, g1r.Randomization.parse(cfg.randomization or "all"))
+            rc = self.g1[1]
+            self.init_env = dataclasses.replace(env, randomization=rc)
+            self.notes = [f"randomisation: G1 table, items {', '.join(rc.enabled) or 'none'}"]
+            return
+        hook = getattr(env, "randomize", None)
+        self.hook = hook if callable(hook) else None
+        pushes = cfg.pushes and self.root is not None
+        self.notes = [
+            "model randomisation: "
+            + ("env.randomize" if self.hook else "none (the env has no randomize hook)"),
+            "runtime randomisation: "
+            + ("latency 0/1 step" if cfg.latency else "no latency")
+            + (
+                ", pushes every U(1,3) s"
+                if pushes
+                else (", no pushes (root is not a free joint)" if cfg.pushes else "")
+            ),
+        ]
+
+    def model(self, m, rng):
+        import copy
+
+        if not self.cfg.randomize:
+            return m
+        if self.g1 is not None:
+            g1r, rc = self.g1
+            return g1r.randomize(m, rng, rc)
+        if self.hook is None:
+            return m
+        mm = copy.copy(m)
+        out = self.hook(mm, rng)
+        return out if isinstance(out, mujoco.MjModel) else mm
+
+    def episode(self, rng, steps: int, control_dt: float) -> tuple[int, dict]:
+        """(latency in control steps, {control step: (linear, angular) root kick})."""
+        if not self.cfg.randomize:
+            return 0, {}
+        if self.g1 is not None:
+            g1r, rc = self.g1
+            ep = g1r.sample_episode(rng, rc, control_dt, steps)
+            return ep.latency, {p.step: (p.linear, p.angular) for p in ep.pushes}
+        latency = int(rng.integers(0, 2)) if self.cfg.latency else 0
+        pushes = {}
+        if self.cfg.pushes and self.root is not None:
+            t = rng.uniform(*PUSH_INTERVAL)
+            while t < steps * control_dt:
+                lin = rng.uniform(-1, 1, 3) * np.asarray(PUSH_LIN)
+                ang = rng.uniform(-1, 1, 3) * np.asarray(PUSH_ANG)
+                pushes[int(round(t / control_dt))] = (lin, ang)
+                t += rng.uniform(*PUSH_INTERVAL)
+        return latency, pushes
 
 
-def run_native(policy, cfg: TransferConfig, m: mujoco.MjModel, bridge=None, feet=None):
+def run_native(
+    policy, cfg: TransferConfig, m: mujoco.MjModel, bridge=None, feet=None, randomizer=None
+):
     """Run ``cfg.runs`` episodes in native MuJoCo; returns ``(runs, notes, frames)``."""
     env = policy.env
     bridge = bridge or NativeBridge(env, m)
@@ -301,27 +376,14 @@ def run_native(policy, cfg: TransferConfig, m: mujoco.MjModel, bridge=None, feet
     n_sub = int(env.sim.substeps)
     root = _free_root(m)
     pol = jax.jit(policy.fn)
-    notes, runs, frames = [], [], None
+    rand = randomizer or Randomizer(env, cfg, m)
+    notes, runs, frames = list(rand.notes), [], None
     renderer = None
     for i in range(cfg.runs):
         rng = np.random.default_rng([cfg.seed, i])
-        mi, note = randomize_model(env, m, rng) if cfg.randomize else (m, "no randomisation")
-        if i == 0:
-            notes.append(note)
-        latency = int(rng.integers(0, 2)) if (cfg.randomize and cfg.latency) else 0
-        do_push = cfg.randomize and cfg.pushes and root is not None
-        if i == 0 and cfg.randomize:
-            notes.append(
-                "runtime randomisation: "
-                + ("latency 0/1 step" if cfg.latency else "no latency")
-                + (
-                    ", pushes every U(1,3) s"
-                    if do_push
-                    else (", no pushes (root is not a free joint)" if cfg.pushes else "")
-                )
-            )
-        next_push = rng.uniform(*PUSH_INTERVAL)
-        dx0 = env.initial_data(_run_key(cfg.seed, i))
+        mi = rand.model(m, rng)
+        latency, pushes = rand.episode(rng, T, env.sim.control_dt)
+        dx0 = rand.init_env.initial_data(_run_key(cfg.seed, i))
         d = data_from_mjx(mi, dx0)
         if cfg.render and i == 0:
             renderer, frames = _make_renderer(mi, cfg), []
@@ -332,15 +394,18 @@ def run_native(policy, cfg: TransferConfig, m: mujoco.MjModel, bridge=None, feet
         obs = np.asarray(bridge._observe(prev))
         a_prev = None
         ret, pens, touch, track, fell_at, diverged = 0.0, [], 0, [], None, False
+        n_push = 0
         for t in range(T):
             a = np.asarray(pol(obs[None]))[0]
             applied = a if (latency == 0 or a_prev is None) else a_prev
             a_prev = a
             d.ctrl[:] = bridge.ctrl(applied)
+            if t in pushes:
+                lin, ang = pushes[t]
+                d.qvel[root[1] : root[1] + 3] += lin  # world linear velocity
+                d.qvel[root[1] + 3 : root[1] + 6] += ang  # body-frame angular velocity
+                n_push += 1
             for _ in range(n_sub):
-                if do_push and d.time >= next_push:
-                    _push(d, root[1], rng)
-                    next_push = d.time + rng.uniform(*PUSH_INTERVAL)
                 mujoco.mj_step(mi, d)
             if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
                 diverged, fell_at = True, t
@@ -371,6 +436,7 @@ def run_native(policy, cfg: TransferConfig, m: mujoco.MjModel, bridge=None, feet
                 "contact_steps": touch,
                 "tracking_error_cm": 100 * float(np.mean(track)) if track else math.nan,
                 "latency_steps": latency,
+                "pushes": n_push,
             }
         )
     if renderer is not None:
@@ -378,14 +444,7 @@ def run_native(policy, cfg: TransferConfig, m: mujoco.MjModel, bridge=None, feet
     return runs, notes, frames
 
 
-def _push(d, dof: int, rng):
-    lin = rng.uniform(-1, 1, 3) * np.asarray(PUSH_LIN)
-    ang = rng.uniform(-1, 1, 3) * np.asarray(PUSH_ANG)
-    d.qvel[dof : dof + 3] += lin
-    d.qvel[dof + 3 : dof + 6] += ang
-
-
-def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray):
+def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray, init_env=None):
     """The same policy and initial states in the training simulator (MJX, training stiffness,
     nominal model, plain step, no latency or pushes). Per-run dicts like :func:`run_native`."""
     env = policy.env
@@ -396,8 +455,10 @@ def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray):
     keys = jnp.stack([_run_key(cfg.seed, i) for i in range(cfg.runs)])
     slots = foot_contact_slots(sim, feet)
 
+    init_env = init_env or env
+
     def one(key):
-        d0 = env.initial_data(key)
+        d0 = init_env.initial_data(key)
 
         def body(c, _):
             d, alive = c
@@ -552,7 +613,8 @@ def transfer(policy, cfg: TransferConfig | None = None) -> dict:
     feet, feet_note = foot_geoms(env, m)
     bridge = NativeBridge(env, m)
     notes += [feet_note, bridge.fall_note, bridge.track_note]
-    runs, run_notes, frames = run_native(policy, cfg, m, bridge, feet)
+    rand = Randomizer(env, cfg, m)
+    runs, run_notes, frames = run_native(policy, cfg, m, bridge, feet, rand)
     notes += run_notes
     report = {
         "policy": policy.label,
@@ -564,7 +626,7 @@ def transfer(policy, cfg: TransferConfig | None = None) -> dict:
         "native": {"summary": _summary(runs), "runs": runs},
     }
     if cfg.training_sim:
-        tr = run_training_sim(policy, cfg, feet)
+        tr = run_training_sim(policy, cfg, feet, rand.init_env)
         report["training_sim"] = {"summary": _summary(tr), "runs": tr}
         gap = report["native"]["summary"]["penetration_mm"] - _summary(tr)["penetration_mm"]
         report["penetration_gap_mm"] = gap
