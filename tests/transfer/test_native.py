@@ -54,7 +54,8 @@ def test_transfer_report_hopper(hopper_run, tmp_path):
     assert rep["penetration_gap_mm"] == nat["penetration_mm"] - tr["penetration_mm"]
     text = native.format_report(rep)
     assert "native MuJoCo" in text and "training sim (MJX)" in text
-    assert "fall: env.terminated()" in text and "foot geoms: named *foot*" in text
+    assert "fall: env.terminated() (min_height 0.45 m)" in text
+    assert "foot geoms: named *foot*" in text
     assert "no randomize hook" in text
 
 

@@ -153,8 +153,9 @@ def from_sdk(sdk_msg, cls=LowState):
 
 def actuator_table(m: mujoco.MjModel) -> list[dict]:
     """One dict per actuator: name, joint, kind ('position' | 'motor'), gear, gain, filter_tc
-    (0: no control filter), kp, kv, ctrlrange (or None), forcerange (or None). ValueError for
-    kinds that are neither."""
+    (0: no control filter), kp, kv, ctrlrange, forcerange (actuator force) and
+    joint_forcerange (the joint's actuatorfrcrange, a joint-torque limit), each None when
+    unlimited. ValueError for kinds that are neither."""
     out = []
     for i in range(m.nu):
         name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, i) or f"actuator{i}"
@@ -199,6 +200,9 @@ def actuator_table(m: mujoco.MjModel) -> list[dict]:
                 else None,
                 "forcerange": [float(x) for x in m.actuator_forcerange[i]]
                 if m.actuator_forcelimited[i]
+                else None,
+                "joint_forcerange": [float(x) for x in m.jnt_actfrcrange[j]]
+                if m.jnt_actfrclimited[j]
                 else None,
             }
         )
@@ -262,11 +266,14 @@ class MotorMap:
         """(num_motors, 2) joint-torque limits of the slots (inf when unlimited)."""
         lim = np.tile([-np.inf, np.inf], (self.num_motors, 1))
         for i, a in enumerate(self.actuators):
-            g = abs(a["gear"])
+            g, k = abs(a["gear"]), self.slot[i]
             if a["forcerange"] is not None:
-                lim[self.slot[i]] = np.asarray(a["forcerange"]) * g
+                lim[k] = np.asarray(a["forcerange"]) * g
             elif a["kind"] == "motor" and a["ctrlrange"] is not None:
-                lim[self.slot[i]] = np.sort(np.asarray(a["ctrlrange"]) * a["gear"])
+                lim[k] = np.sort(np.asarray(a["ctrlrange"]) * a["gear"] * a["gain"])
+            if a.get("joint_forcerange") is not None:  # MuJoCo's joint actuatorfrcrange
+                jr = np.asarray(a["joint_forcerange"])
+                lim[k] = [max(lim[k, 0], jr[0]), min(lim[k, 1], jr[1])]
         return lim
 
 

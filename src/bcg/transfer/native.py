@@ -80,25 +80,37 @@ class TransferConfig:
 
 
 def native_model(env, task: str | None = None, cfg: TransferConfig | None = None):
-    """``(mj_model, notes)``: the env's model with MuJoCo's default contact and full solver."""
+    """``(mj_model, notes)``: the env's model with MuJoCo's default contact and full solver.
+
+    ``env.native_model()`` if the env has it. Otherwise a copy of the *training* model (so that
+    every option the run was built with is kept) whose contact parameters (geom and pair
+    solref / solimp) are those of the task's MJCF loaded with stiffness ``"model"``; if that
+    model's geoms do not match the training model's, the ``"model"`` build itself is used.
+    """
+    import copy
+
     cfg = cfg or TransferConfig()
     notes = []
     hook = getattr(env, "native_model", None)
     if callable(hook):
-        m = hook()
+        m = copy.copy(hook())
         notes.append("model: env.native_model()")
     else:
         from bcg.envs import POLICY_ENVS, make_env
 
+        m = copy.copy(env.sim.mj_model)
         if task in POLICY_ENVS:
-            m = make_env(task, stiffness="model").sim.mj_model
-            notes.append(f"model: {task} MJCF with its own contact (stiffness 'model')")
+            ref = make_env(task, stiffness="model").sim.mj_model
+            if ref.ngeom == m.ngeom and ref.npair == m.npair:
+                m.geom_solref[:], m.geom_solimp[:] = ref.geom_solref, ref.geom_solimp
+                if m.npair:
+                    m.pair_solref[:], m.pair_solimp[:] = ref.pair_solref, ref.pair_solimp
+                notes.append(f"model: the training model with {task}'s own MJCF contact")
+            else:
+                m = copy.copy(ref)
+                notes.append(f"model: {task} rebuilt with its own MJCF contact (stiffness 'model')")
         else:
-            m = env.sim.mj_model
             notes.append("model: the training model (task unknown: contact NOT reset)")
-    import copy
-
-    m = copy.copy(m)
     m.opt.iterations = max(int(m.opt.iterations), int(cfg.solver_iterations))
     m.opt.ls_iterations = max(int(m.opt.ls_iterations), int(cfg.ls_iterations))
     tc = np.unique(np.round(m.geom_solref[:, 0], 6))
@@ -146,7 +158,9 @@ def fall_criterion(env, m: mujoco.MjModel):
 
             src = "free-joint z"
         return (lambda d: height(d) < fh), f"fall: root height ({src}) < {fh:g} m"
-    return env.terminated, "fall: env.terminated() (the env declares no fall_height)"
+    mh = getattr(env, "min_height", None)
+    why = f"min_height {mh:g} m" if mh is not None else "the env declares no fall_height"
+    return env.terminated, f"fall: env.terminated() ({why})"
 
 
 def tracking_fn(env):
@@ -175,10 +189,22 @@ def tracking_fn(env):
 # ----------------------------------------------------------------------------- native <-> MJX
 
 
+def warm_cached_properties(env) -> None:
+    """Evaluate the env's ``functools.cached_property`` attributes eagerly, so that a first
+    access inside a jit trace cannot cache (and later leak) a tracer."""
+    import functools
+
+    for klass in type(env).__mro__:
+        for name, attr in vars(klass).items():
+            if isinstance(attr, functools.cached_property):
+                getattr(env, name)
+
+
 class NativeBridge:
     """Evaluates the env's JAX functions on native ``MjData`` (see module docstring)."""
 
     def __init__(self, env, m: mujoco.MjModel):
+        warm_cached_properties(env)
         self.env, self.m = env, m
         self.template = mjx.make_data(env.sim.mjx_model)
         self.fields = [
@@ -313,6 +339,7 @@ class Randomizer:
             self.g1 = (g1r, g1r.Randomization.parse(cfg.randomization or "all"))
             rc = self.g1[1]
             self.init_env = dataclasses.replace(env, randomization=rc)
+            warm_cached_properties(self.init_env)
             self.notes = [f"randomisation: G1 table, items {', '.join(rc.enabled) or 'none'}"]
             return
         hook = getattr(env, "randomize", None)
@@ -456,6 +483,8 @@ def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray, init_env=Non
     slots = foot_contact_slots(sim, feet)
 
     init_env = init_env or env
+    warm_cached_properties(env)
+    warm_cached_properties(init_env)
 
     def one(key):
         d0 = init_env.initial_data(key)
