@@ -591,7 +591,9 @@ def save_video(frames, path, fps: float) -> str:
     try:
         import imageio.v2 as imageio
 
-        imageio.mimwrite(str(path), frames, fps=fps, macro_block_size=1)
+        with warnings.catch_warnings():  # imageio-ffmpeg runs ffmpeg as a subprocess (fork+exec)
+            warnings.filterwarnings("ignore", message="os.fork", category=RuntimeWarning)
+            imageio.mimwrite(str(path), frames, fps=fps, macro_block_size=1)
         return f"video: {path} ({len(frames)} frames, {fps:g} fps)"
     except Exception as e:  # noqa: BLE001
         why = f"{type(e).__name__}: {e}".splitlines()[0]
