@@ -1,4 +1,8 @@
-"""Learning comparison on hopper_jump (stiff contact): SHAC + BCG vs SHAC (analytic) vs PPO.
+"""Learning comparison on a training task: SHAC + BCG vs SHAC (analytic) vs PPO.
+
+    python benchmarks/learning_comparison.py --task pogo_hop --stiffness gated --seeds 0,1,2 \
+        --iterations 60 --init-log-std 0 --bcg-param tau=70 --runs runs/learning_pogo \
+        --out results/learning_pogo
 
     python benchmarks/learning_comparison.py --seeds 0,1,2 --iterations 150 --ppo-factor 30 \
         --bcg-param tau=150 --bcg-capacity 0.25 --runs runs/learning --out results/learning
@@ -59,6 +63,13 @@ def read_csv(path: Path) -> list[dict]:
         ]
 
 
+def _stiffness(s: str):
+    try:
+        return float(s)
+    except ValueError:
+        return s
+
+
 def run_dir(a, method: str, seed: int) -> Path:
     budget = f"it{a.iterations}" if method != "ppo" else f"{ppo_steps(a) // 1000}k"
     return Path(a.runs) / f"{method}_s{seed}_{budget}"
@@ -81,7 +92,7 @@ def finished(a, method: str, d: Path) -> bool:
 
 
 def train_command(a, method: str, seed: int, d: Path) -> list[str]:
-    cmd = [*BCG_BIN, "train", "--task", "hopper_jump", "--stiffness", "stiff", "--seed", str(seed)]
+    cmd = [*BCG_BIN, "train", "--task", a.task, "--stiffness", a.stiffness, "--seed", str(seed)]
     cmd += ["--run-dir", str(d), "--quiet"]
     if method == "ppo":
         return [
@@ -137,14 +148,14 @@ def final_eval(a, method: str, seed: int, d: Path) -> dict:
     import jax
 
     jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))
-    from bcg.envs import hopper_jump
+    from bcg.envs import make_env
     from bcg.learners import harness
 
     key = jax.random.PRNGKey(1000 + seed)
     if method == "ppo":
         from bcg.learners.ppo import load_ppo_policy
 
-        env = hopper_jump("stiff")
+        env = make_env(a.task, stiffness=_stiffness(a.stiffness))
         pol = load_ppo_policy(d, env)
         ev = harness.evaluate(env, lambda _, o: pol(o), None, a.eval_episodes, key)
     else:
@@ -244,11 +255,9 @@ def summarise(a, dirs: dict, evals: dict) -> dict:
             "final_return_std": float(rets.std()),
             "final_returns": rets.tolist(),
             "eval_length_mean": float(np.mean([e["mean_length"] for e in ev])),
-            "jump_height_max": float(np.mean([e.get("jump_height_max", np.nan) for e in ev])),
-            "com_rise_max": float(np.mean([e.get("com_rise_max", np.nan) for e in ev])),
-            "foot_clearance_max": float(np.mean([e.get("foot_clearance_max", np.nan) for e in ev])),
-            "airborne_fraction": float(np.mean([e.get("airborne_mean", np.nan) for e in ev])),
-            "torso_height_max": float(np.mean([e.get("torso_height_max", np.nan) for e in ev])),
+            "task_metrics": {
+                k: float(np.mean([e.get(k, np.nan) for e in ev])) for k in task_metric_keys(ev)
+            },
         }
         steps, walls = [], []
         for s in a.seeds:
@@ -295,21 +304,28 @@ def summarise(a, dirs: dict, evals: dict) -> dict:
     return out
 
 
+def task_metric_keys(evals: list[dict]) -> list[str]:
+    """The task's evaluation metrics (``<name>_max`` / ``<name>_mean`` of env.eval_metrics)."""
+    skip = {"mean_return", "mean_length"}
+    keys = set.intersection(*(set(e) for e in evals))
+    return sorted(k for k in keys if k not in skip and k.endswith(("_max", "_mean")))
+
+
 def table(a, s: dict) -> str:
+    keys = list(s["methods"][METHODS[0]]["task_metrics"])
     lines = [
         "| method | seeds | final eval return (mean ± std) | eval episode length | "
-        "max torso / CoM rise above stand (m) | max foot clearance (m) | airborne fraction | "
-        "env steps | wall time (s) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        + "".join(f"{k} | " for k in keys)
+        + "env steps | wall time (s) |",
+        "|---|---|---|---|" + "---|" * len(keys) + "---|---|",
     ]
     for m in METHODS:
         r = s["methods"][m]
         lines.append(
             f"| {LABELS[m]} | {len(a.seeds)} | {r['final_return_mean']:.1f} ± "
             f"{r['final_return_std']:.1f} | {r['eval_length_mean']:.0f} | "
-            f"{r['jump_height_max']:.3f} / {r['com_rise_max']:.3f} | "
-            f"{r['foot_clearance_max']:.3f} | "
-            f"{r['airborne_fraction']:.2f} | {r['env_steps']:,} | {r['wall_time_s']:.0f} |"
+            + "".join(f"{r['task_metrics'].get(k, np.nan):.3f} | " for k in keys)
+            + f"{r['env_steps']:,} | {r['wall_time_s']:.0f} |"
         )
     reach = s["bcg_steps_to_ppo_return"]
     ppo = s["methods"]["ppo"]
@@ -380,7 +396,7 @@ def plot(a, dirs: dict, evals: dict, path: Path):
     ax.set_xlabel("env steps (control steps)")
     ax.set_ylabel("episode return")
     ax.set_title(
-        f"hopper_jump, stiff contact, {len(a.seeds)} seed(s)\nSHAC: training episodes "
+        f"{a.task}, {a.stiffness} contact, {len(a.seeds)} seed(s)\nSHAC: training episodes "
         "(5-iteration mean); PPO: brax eval; markers: final deterministic eval",
         fontsize=9,
     )
@@ -394,6 +410,8 @@ def plot(a, dirs: dict, evals: dict, path: Path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", default="hopper_jump", help="training task (bcg train --task)")
+    p.add_argument("--stiffness", default="stiff", help="contact stiffness of every run")
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--iterations", type=int, default=150, help="SHAC iterations")
     p.add_argument("--num-envs", type=int, default=16, help="SHAC environments")

@@ -324,10 +324,12 @@ def _checkpoint_saver(ckdir: Path, offset: int, benv, normalize: bool, factory, 
 
 
 def _stiffness_spec(env: ContactEnv):
-    """The ``stiffness=`` argument that rebuilds ``env``'s contact ("soft", "stiff", or a
-    solref time constant in seconds)."""
+    """The ``stiffness=`` argument that rebuilds ``env``'s contact ("soft", "stiff", "gated[:W]",
+    or a solref time constant in seconds)."""
     st = env.sim.stiffness
-    if st.label in ("soft", "stiff", "model") or st.timeconst is None:
+    if st.label in ("soft", "stiff", "model") or st.label.startswith("gated"):
+        return st.label
+    if st.timeconst is None:
         return st.label
     return float(st.timeconst)
 
