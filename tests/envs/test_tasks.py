@@ -20,7 +20,7 @@ from bcg.diagnostics.objective import default_objective
 from bcg.envs import TASKS, Task, get, list_tasks
 from bcg.sim.contact import ContactStiffness, resolve_stiffness
 
-NAMES = ["falling_mass", "bouncing_ball", "ball_wall", "hopper"]
+NAMES = ["falling_mass", "bouncing_ball", "ball_wall", "hopper", "pogo"]
 STIFFNESS = ["stiff", "soft"]
 PRIMITIVES = {
     int(mujoco.mjtGeom.mjGEOM_PLANE),
@@ -28,17 +28,30 @@ PRIMITIVES = {
     int(mujoco.mjtGeom.mjGEOM_CAPSULE),
     int(mujoco.mjtGeom.mjGEOM_BOX),
 }
-TOTAL_MASS = {"falling_mass": 1.0, "bouncing_ball": 1.0, "ball_wall": 1.0, "hopper": 4.0}
+TOTAL_MASS = {
+    "falling_mass": 1.0,
+    "bouncing_ball": 1.0,
+    "ball_wall": 1.0,
+    "hopper": 4.0,
+    "pogo": 2.3,
+}
 OBJECTIVE_BODY = {
     "falling_mass": "mass",
     "bouncing_ball": "ball",
     "ball_wall": "ball",
     "hopper": "torso",
+    "pogo": "body",
 }
 # control step of the first contact at the nominal (keyframe) state, native MuJoCo
 # J(x_0) = h + 0.1 s * v_z at the keyframe
-INITIAL_OBJECTIVE = {"falling_mass": 0.5, "bouncing_ball": 0.2, "ball_wall": 0.8, "hopper": 0.79}
-FIRST_CONTACT = {"falling_mass": 14, "bouncing_ball": 6, "ball_wall": 10, "hopper": 5}
+INITIAL_OBJECTIVE = {
+    "falling_mass": 0.5,
+    "bouncing_ball": 0.2,
+    "ball_wall": 0.8,
+    "hopper": 0.79,
+    "pogo": 0.29,
+}
+FIRST_CONTACT = {"falling_mass": 14, "bouncing_ball": 6, "ball_wall": 10, "hopper": 5, "pogo": 0}
 # MJX (bcg.sim default: one Newton iteration per physics step) vs native MuJoCo (full solver):
 # largest deviation (m) of the objective body's height over the nominal rollout. Measured:
 # 0 for falling_mass and stiff bouncing_ball, < 1 cm for soft bouncing_ball, ball_wall and hopper.
@@ -47,6 +60,7 @@ MJX_TOL = {
     "bouncing_ball": 0.02,
     "ball_wall": 0.03,
     "hopper": 0.03,
+    "pogo": 0.03,
 }
 
 
@@ -143,7 +157,7 @@ def test_mjcf_is_small_self_contained_and_mjx_friendly(name):
     assert m.opt.timestep == 0.005
     assert m.nmesh == 0 and m.nhfield == 0
     assert set(int(t) for t in m.geom_type) <= PRIMITIVES
-    assert np.all(m.geom_condim == 3)
+    assert np.all(np.isin(m.geom_condim, (1, 3)))  # frictionless (pogo) or 3-D friction
     assert mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_KEY, "init") >= 0
     # every body that carries a geom has a sensible, explicit mass
     for b in range(1, m.nbody):
@@ -295,6 +309,10 @@ def test_native_rollout_makes_contact(name, stiffness):
     elif name == "hopper":  # lands on the foot and is still up at the end
         assert frozenset({"foot", "floor"}) in pairs
         assert z.min() > 0.5
+    elif name == "pogo":  # stands on its foot, then the open-loop thrust makes it hop
+        assert frozenset({"foot", "floor"}) in pairs
+        assert z.max() > 0.3 + 0.08
+        assert np.any(fmax[1:] == 0)  # airborne at some step
 
 
 @pytest.mark.parametrize("stiffness", STIFFNESS)

@@ -33,6 +33,7 @@ import jax.numpy as jnp
 
 from bcg.envs.base import ContactEnv
 from bcg.envs.hopper_jump import smooth_ramp
+from bcg.envs.tasks import POGO_XML
 from bcg.sim.model import Sim
 from bcg.sim.model import load as _load_sim
 
@@ -40,28 +41,6 @@ LEG_LENGTH = 0.3  # body centre to foot centre at zero extension (m)
 FOOT_RADIUS = 0.03
 Z_STAND = 0.30  # body height standing, zero action (native MuJoCo; see the tests)
 AIRBORNE_CLEARANCE = 0.01
-
-POGO_XML = f"""
-<mujoco model="pogo">
-  <option timestep="0.005"/>
-  <worldbody>
-    <geom name="floor" type="plane" size="5 5 .1" condim="1"/>
-    <body name="body" pos="0 0 0.29">
-      <joint name="z" type="slide" axis="0 0 1" ref="0.29"/>
-      <geom name="body" type="cylinder" size="0.1 0.04" mass="2" contype="0" conaffinity="0"/>
-      <body name="leg">
-        <joint name="leg" type="slide" axis="0 0 -1" stiffness="600" damping="2"/>
-        <geom name="shaft" type="capsule" fromto="0 0 0 0 0 -{LEG_LENGTH - FOOT_RADIUS}"
-              size="0.015" mass="0.2" contype="0" conaffinity="0"/>
-        <geom name="foot" type="sphere" pos="0 0 -{LEG_LENGTH}" size="{FOOT_RADIUS}" mass="0.1"
-              condim="1"/>
-      </body>
-    </body>
-  </worldbody>
-  <actuator><motor name="thrust" joint="leg" gear="40" ctrlrange="-1 1"/></actuator>
-  <keyframe><key name="init" qpos="0.29 -0.04" qvel="0 0"/></keyframe>
-</mujoco>
-"""
 
 
 def foot_clearance(qpos):

@@ -253,6 +253,38 @@ def _hopper_controls(t: np.ndarray, nu: int) -> np.ndarray:
     return u[:, :nu]
 
 
+# Pogo stick (also the training env bcg.envs.pogo): body on a z slide, spring-loaded leg slide
+# with a thrust motor, foot sphere (leg 0.3 m, foot radius 0.03 m).
+POGO_XML = """
+<mujoco model="pogo">
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1" condim="1"/>
+    <body name="body" pos="0 0 0.29">
+      <joint name="z" type="slide" axis="0 0 1" ref="0.29"/>
+      <geom name="body" type="box" size="0.08 0.08 0.04" mass="2" contype="0" conaffinity="0"/>
+      <body name="leg">
+        <joint name="leg" type="slide" axis="0 0 -1" stiffness="600" damping="2"/>
+        <geom name="shaft" type="capsule" fromto="0 0 0 0 0 -0.27"
+              size="0.015" mass="0.2" contype="0" conaffinity="0"/>
+        <geom name="foot" type="sphere" pos="0 0 -0.3" size="0.03" mass="0.1"
+              condim="1"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor name="thrust" joint="leg" gear="40" ctrlrange="-1 1"/></actuator>
+  <keyframe><key name="init" qpos="0.29 -0.04" qvel="0 0"/></keyframe>
+</mujoco>
+"""
+
+
+def _pogo_controls(t: np.ndarray, nu: int) -> np.ndarray:
+    """Open-loop hopping: full thrust for 0.12 s, full retraction for 0.12 s (native MuJoCo,
+    stiff contact: the body rises 13 cm above standing)."""
+    u = np.where(np.mod(t, 0.24) < 0.12, 1.0, -1.0)
+    return np.broadcast_to(u[:, None], (len(t), nu)).copy()
+
+
 TASKS: dict[str, Task] = {
     t.name: t
     for t in (
@@ -289,6 +321,15 @@ TASKS: dict[str, Task] = {
             qpos_noise=0.01,
             qvel_noise=0.02,
             ctrl_fn=_hopper_controls,
+        ),
+        Task(
+            name="pogo",
+            description="spring-leg pogo stick (2.3 kg, thrust motor) hopping open-loop",
+            xml=POGO_XML,
+            horizon=25,
+            qpos_noise=0.01,
+            qvel_noise=0.02,
+            ctrl_fn=_pogo_controls,
         ),
     )
 }
