@@ -429,7 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     src = g.add_mutually_exclusive_group()
     src.add_argument("--task", default="bouncing_ball", help="built-in task (see `bcg tasks`)")
     src.add_argument("--model", help="path to an MJCF file")
-    g.add_argument("--stiffness", default="stiff", help="soft | stiff | model | solref tc (s)")
+    g.add_argument(
+        "--stiffness", default="stiff", help="soft | stiff | gated[:WIDTH] | model | solref tc (s)"
+    )
     g.add_argument(
         "--sweep",
         default="soft",
@@ -470,7 +472,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--estimator", default="bcg", help="analytic | bcg | bcg-stein | global-bundle")
     tr.add_argument("--param", action="append", help="estimator parameter, e.g. bcg.tau=100")
     tr.add_argument("--capacity", help="BCG bundle slots: int or fraction of the batch")
-    tr.add_argument("--stiffness", default="stiff", help="soft | stiff | solref tc (s)")
+    tr.add_argument(
+        "--stiffness", default="stiff", help="soft | stiff | gated[:WIDTH] | solref tc (s)"
+    )
     tr.add_argument("--iterations", type=int, default=200, help="learner iterations")
     tr.add_argument("--num-envs", type=int, default=16, help="parallel environments")
     tr.add_argument(
