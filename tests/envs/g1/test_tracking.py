@@ -168,3 +168,132 @@ def test_mjx_plain_step_tracks_reference_briefly(env):
     assert np.all(np.isfinite(np.asarray(d.qpos))) and not bool(term)
     pen = float(env.eval_metrics(d)["foot_penetration"])
     assert pen < 0.005 and float(d.qpos[2]) > 0.7
+
+
+# ----------------------------------------------------------------------------- current-state
+# observation: a numpy reimplementation on native MuJoCo kinematics of the same qpos / qvel
+
+
+def _rot6_np(R):
+    return np.concatenate([R[..., :, 0], R[..., :, 1]], axis=-1)
+
+
+def _native_observation(env, qpos, qvel, time):
+    """The 327 features from native ``mj_kinematics`` of (qpos, qvel) (module docstring)."""
+    m = env.sim.mj_model
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = qpos, qvel
+    mujoco.mj_kinematics(m, d)
+    bodies = [m.body(n).id for n in gm.TRACKED_BODIES]
+    p, R = d.xpos[bodies[0]], d.xmat[bodies[0]].reshape(3, 3)
+    rel = np.stack([R.T @ d.xmat[b].reshape(3, 3) for b in bodies[1:]])
+    keys = np.stack([d.site(n).xpos - p for n in gm.KEY_SITES]) @ R
+    T = env.num_frames
+    k = min(int(round(time / env.sim.control_dt)), T - 1)
+    ref = env.reference
+    out = [
+        [p[2]],
+        _rot6_np(R),
+        R.T @ qvel[:3],
+        qvel[3:6],
+        _rot6_np(rel).reshape(-1),
+        qpos[7:],
+        qvel[6:],
+        keys.reshape(-1),
+        [k / (T - 1)],
+    ]
+    for h in (1, 2, 3):
+        j = min(k + h, T - 1)
+        pr, Rr = ref.body_pos[j, 0], ref.body_mat[j, 0]
+        out += [
+            [pr[2]],
+            _rot6_np(R.T @ Rr),
+            R.T @ (pr - p),
+            ref.qpos[j, 7:],
+            ((ref.key_pos[j] - pr) @ Rr).reshape(-1),
+        ]
+    return np.concatenate([np.asarray(x, float).reshape(-1) for x in out])
+
+
+def _check_current_state(env, d):
+    q, v, t = np.asarray(d.qpos), np.asarray(d.qvel), float(d.time)
+    np.testing.assert_allclose(
+        np.asarray(env.observe(d)), _native_observation(env, q, v, t), atol=1e-9
+    )
+    m = env.sim.mj_model
+    nd = mujoco.MjData(m)
+    nd.qpos[:] = q
+    mujoco.mj_kinematics(m, nd)
+    root = m.body("pelvis").id
+    e = env.tracking_errors(d)
+    k = int(env.frame_of(t))
+    ids = [m.body(n).id for n in gm.TRACKED_BODIES]
+    err = np.mean(np.linalg.norm(nd.xpos[ids] - env.reference.body_pos[k], axis=-1))
+    assert float(e["body_pos_error"]) == pytest.approx(err, abs=1e-9)
+    assert float(env.eval_metrics(d)["root_height"]) == pytest.approx(nd.xpos[root, 2])
+
+
+def test_observation_of_initial_data_is_current_state(env):
+    """initial_data runs no kinematics (xpos / xmat zero): observe must not depend on them."""
+    for s in range(3):
+        _check_current_state(env, env.initial_data(jax.random.PRNGKey(s)))
+
+
+def test_observation_after_native_step_is_current_state(env):
+    """Like after mjx.step, native mj_step leaves xpos / xmat at the last physics step's start
+    (no MJX compile here; the MJX step itself is the slow test below)."""
+    m = env.sim.mj_model
+    d0 = env.initial_data(jax.random.PRNGKey(4))
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:], d.act[:], d.ctrl[:] = d0.qpos, d0.qvel, d0.act, d0.ctrl
+    d.time = float(d0.time)
+    for _ in range(env.sim.substeps):
+        mujoco.mj_step(m, d)
+    assert np.max(np.abs(d.xpos[1] - d.qpos[:3])) > 1e-5  # stale derived fields
+    _check_current_state(env, mjx.put_data(m, d))
+
+
+@pytest.mark.slow
+def test_observation_after_plain_step_is_current_state(env):
+    """After an MJX step xpos / xmat lag one physics step behind qpos; observe, tracking
+    errors and metrics must still equal native kinematics of the new (qpos, qvel)."""
+    d = env.initial_data(jax.random.PRNGKey(3))
+    a = 0.3 * jnp.sin(jnp.arange(29.0))
+    d1, _, _ = jax.jit(env.plain_step)(d, a)
+    assert float(jnp.max(jnp.abs(d1.xpos[1] - d1.qpos[:3]))) > 1e-5  # the lag is real
+    _check_current_state(env, d1)
+
+
+def test_cached_properties_first_used_inside_jit():
+    """A cache first filled inside a jit trace must not hold (and later leak) a tracer."""
+    import functools
+
+    env = g1_tracking("hop")
+    a = jnp.full(29, 0.1)
+
+    def fn(key):
+        d = env.initial_data(key)
+        return (
+            env.observe(d),
+            env.reward(d, a, d),
+            env.terminated(d),
+            env.eval_metrics(d),
+            env.action_to_ctrl(a),
+        )
+
+    jitted = jax.jit(fn)(jax.random.PRNGKey(0))
+    names = [
+        n
+        for klass in type(env).__mro__
+        for n, v in vars(klass).items()
+        if isinstance(v, functools.cached_property)
+    ]
+    assert names and all(n in vars(env) for n in names)
+    for n in names:
+        for leaf in jax.tree_util.tree_leaves(vars(env)[n]):
+            assert not isinstance(leaf, (jax.core.Tracer, jax.Array)), n
+    eager = fn(jax.random.PRNGKey(0))  # a leaked tracer would raise UnexpectedTracerError
+    for x, y in zip(
+        jax.tree_util.tree_leaves(jitted), jax.tree_util.tree_leaves(eager), strict=True
+    ):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=1e-12)

@@ -7,6 +7,14 @@ frame ``k`` uniform over the clip, the state set to the reference ``qpos`` / ``q
 frame (plus reset noise when the randomisation has ``reset_noise`` on), ``time = k control_dt``,
 and the servo targets (``ctrl`` and ``act``) to the reference joints.
 
+State functions. Observation, reward, tracking errors, termination and eval metrics are functions
+of the current state (``qpos``, ``qvel``, ``act``, ``time``) only: body, site and geom poses are
+recomputed from ``qpos`` by ``mjx.kinematics`` (:meth:`G1Tracking.kinematics`) instead of read
+from ``data.xpos`` / ``xmat``, which after ``mjx.step`` lag one physics step (5 ms) behind
+``qpos`` and are zero in :meth:`G1Tracking.initial_data`. So the learners' ``observe(data)`` on
+the data an estimator step returns equals what native MuJoCo kinematics or the robot give for
+that state (tested), at the cost of one forward-kinematics pass per call.
+
 Observation (METHOD.md), all in the root (pelvis) frame unless said:
 
 ====================================================  =====
@@ -54,6 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -66,6 +75,10 @@ from bcg.envs.g1 import model as g1m
 from bcg.envs.g1.randomization import Randomization
 from bcg.sim.model import Sim
 from bcg.sim.step import make_data
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from mujoco import mjx
 
 HORIZON = 3  # reference frames ahead in the observation
 
@@ -144,8 +157,11 @@ class G1Tracking(ContactEnv):
     def reference(self) -> Reference:
         return compute_reference(self.sim.mj_model, self.clip)
 
-    @functools.cached_property
+    @property
     def _ref(self) -> dict:
+        """The reference tables as JAX arrays, converted at each use from the numpy
+        :attr:`reference` (a cached JAX array first built inside a jit trace would be a leaked
+        tracer; under jit the conversion is a compile-time constant)."""
         r = self.reference
         return {
             "qpos": jnp.asarray(r.qpos),
@@ -254,17 +270,33 @@ class G1Tracking(ContactEnv):
 
     # ------------------------------------------------------------------ observation
 
-    def _root(self, data):
+    def kinematics(self, data):
+        """``data`` with body / site / geom poses of its *current* ``qpos`` (``mjx.kinematics``).
+
+        After ``mjx.step`` (and native ``mj_step``) the derived fields ``xpos``, ``xmat``, ...
+        are those of the last physics step's *start* (one 5 ms physics step behind ``qpos``),
+        and ``initial_data`` / ``make_data`` leave them zero. Observation, reward, tracking
+        errors and eval metrics therefore recompute them here from ``qpos``, so they are
+        functions of the state ``(qpos, qvel, act, time)`` alone, whichever step (any
+        estimator, ``plain_step``, native MuJoCo, the deploy runner) produced it, as on the
+        real robot. ``qpos`` / ``qvel`` themselves are read from the caller's data.
+        """
+        return mjx.kinematics(self.sim.mjx_model, data)
+
+    def _root(self, kin):
         rid = self.tracked_body_ids[0]
-        return data.xpos[rid], data.xmat[rid].reshape(3, 3)
+        return kin.xpos[rid], kin.xmat[rid].reshape(3, 3)
 
     def observe(self, data):
+        """The 327 observation features (module docstring) of the current state; body poses
+        from :meth:`kinematics` (not the possibly stale ``data.xpos`` / ``xmat``)."""
         ref = self._ref
-        p, R = self._root(data)
+        kin = self.kinematics(data)
+        p, R = self._root(kin)
         ids = self.tracked_body_ids
-        Rb = data.xmat[ids[1:]].reshape(-1, 3, 3)
+        Rb = kin.xmat[ids[1:]].reshape(-1, 3, 3)
         rel_rot = jnp.einsum("ji,bjk->bik", R, Rb)
-        keys = (data.site_xpos[self.key_site_ids] - p) @ R
+        keys = (kin.site_xpos[self.key_site_ids] - p) @ R
         k = self.frame_of(data.time)
         T = self.num_frames
         feats = [
@@ -294,12 +326,14 @@ class G1Tracking(ContactEnv):
     # ------------------------------------------------------------------ reward
 
     def tracking_errors(self, data) -> dict:
-        """Squared tracking errors of a state against its reference frame."""
+        """Squared tracking errors of a state against its reference frame (body poses from
+        :meth:`kinematics` of the current ``qpos``)."""
         ref = self._ref
         k = self.frame_of(data.time)
         ids = self.tracked_body_ids
-        xb = data.xpos[ids]
-        Rb = data.xmat[ids].reshape(-1, 3, 3)
+        kin = self.kinematics(data)
+        xb = kin.xpos[ids]
+        Rb = kin.xmat[ids].reshape(-1, 3, 3)
         xr, Rr = ref["body_pos"][k], ref["body_mat"][k]
         rot_err = 0.5 * jnp.sum((Rb - Rr) ** 2, axis=(-1, -2))
         rel = (xb - xb[0]) - (xr - xr[0])
@@ -344,15 +378,16 @@ class G1Tracking(ContactEnv):
         )
 
     def terminated(self, data):
-        return data.xpos[self.tracked_body_ids[0], 2] < self.min_height
+        # the pelvis body origin is the free joint's position: qpos[2] is the root height
+        return data.qpos[2] < self.min_height
 
     def eval_metrics(self, data):
         e = self.tracking_errors(data)
         feet = self.foot_geom_ids
         size = jnp.asarray(self.sim.mj_model.geom_size[feet, 0])
-        low = jnp.min(data.geom_xpos[feet, 2] - size)
+        low = jnp.min(self.kinematics(data).geom_xpos[feet, 2] - size)
         return {
-            "root_height": data.xpos[self.tracked_body_ids[0], 2],
+            "root_height": data.qpos[2],
             "body_pos_error": e["body_pos_error"],
             "foot_penetration": jnp.maximum(-low, 0.0),
             "airborne": (low > 0.005).astype(low.dtype),
