@@ -228,6 +228,8 @@ class NativeBridge:
         for name in self.fields:
             ref = getattr(t, name)
             v = np.asarray(getattr(d, name))
+            if v.shape != ref.shape and v.size == np.size(ref):
+                v = v.reshape(ref.shape)  # rotation matrices: native (n, 9), MJX (n, 3, 3)
             if v.shape != ref.shape:
                 continue
             upd[name] = v.astype(ref.dtype)
