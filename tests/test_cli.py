@@ -64,11 +64,11 @@ def test_tasks_lists_all(capsys):
     assert cli.main(["tasks"]) == 0
     out = capsys.readouterr().out
     names = tasks.list_tasks()
-    assert len(names) == 4
-    for name in ("falling_mass", "bouncing_ball", "ball_wall", "hopper"):
+    assert len(names) == 5
+    for name in ("falling_mass", "bouncing_ball", "ball_wall", "hopper", "pogo"):
         assert name in names
         assert name in out
-    assert len(out.strip().splitlines()) == 4
+    assert len(out.strip().splitlines()) == 5
 
 
 def test_stdout_is_clean_in_a_fresh_process():

@@ -280,7 +280,7 @@ POGO_XML = """
 
 def _pogo_controls(t: np.ndarray, nu: int) -> np.ndarray:
     """Open-loop hopping: full thrust for 0.12 s, full retraction for 0.12 s (native MuJoCo,
-    stiff contact: the body rises 13 cm above standing)."""
+    stiff contact: the body rises 13 cm above standing on the first hop)."""
     u = np.where(np.mod(t, 0.24) < 0.12, 1.0, -1.0)
     return np.broadcast_to(u[:, None], (len(t), nu)).copy()
 
@@ -326,7 +326,7 @@ TASKS: dict[str, Task] = {
             name="pogo",
             description="spring-leg pogo stick (2.3 kg, thrust motor) hopping open-loop",
             xml=POGO_XML,
-            horizon=25,
+            horizon=50,
             qpos_noise=0.01,
             qvel_noise=0.02,
             ctrl_fn=_pogo_controls,
