@@ -81,3 +81,14 @@ def test_observation_and_metrics(env):
     assert float(m["hop_height"]) == pytest.approx(0.2, abs=1e-6)
     assert float(m["airborne"]) == 1.0
     assert float(foot_clearance(d.qpos)) >= -1e-9  # reset never puts the foot in the floor
+
+
+@pytest.mark.parametrize("stiffness", ["gated", "gated:0.01", "stiff", 0.03])
+def test_ppo_rebuilds_the_same_contact(stiffness):
+    """PPO rebuilds the env from a stiffness spec: a gated contact must keep its impedance."""
+    from bcg.learners.ppo import _stiffness_spec
+
+    env = pogo_hop(stiffness)
+    again = pogo_hop(_stiffness_spec(env))
+    np.testing.assert_array_equal(again.sim.mj_model.geom_solimp, env.sim.mj_model.geom_solimp)
+    np.testing.assert_array_equal(again.sim.mj_model.geom_solref, env.sim.mj_model.geom_solref)
