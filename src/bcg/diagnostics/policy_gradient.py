@@ -1,0 +1,163 @@
+"""Closed-loop (policy-parameter) gradients: where stiff contact makes first-order learning fail.
+
+The open-loop gradient report differentiates w.r.t. initial velocities and open-loop controls.
+Learning differentiates w.r.t. the parameters of a *feedback* policy, and feedback through stiff
+contact is where analytic gradients explode (SHAC on the gated pogo: actor gradient norms with a
+median of 120). This module measures that case with a linear-tanh policy on the full state,
+
+    u_t = tanh(W [qpos_t, qvel_t] + b),    theta = (W, b),
+
+and the objective of one initial state b, the mean height of the objective body over the rollout,
+
+    J_b(theta) = (1/T) sum_{t=1..T} c . qpos_t        (c: first free / slide body's height),
+
+computed through any step estimator (per-sample gradients: theta is tiled per environment and
+the gradient of sum_b J_b(theta_b) gives every d J_b / d theta_b in one backward pass). The
+reference is independent: native MuJoCo (the Sim's ``mj_model``, full solver iterations),
+closed-loop rollouts in numpy, central finite differences of the Monte-Carlo mean over a larger
+batch with common random numbers,
+
+    g_ref_k = [mean_b J_b(theta + h e_k) - mean_b J_b(theta - h e_k)] / (2 h).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from bcg import estimators as E
+from bcg.diagnostics.objective import default_objective
+from bcg.sim.model import Sim
+from bcg.sim.step import make_data
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyProblem:
+    """Initial states, a nominal linear-tanh policy and a horizon on a model."""
+
+    sim: Sim
+    qpos0: np.ndarray  # (N, nq)
+    qvel0: np.ndarray  # (N, nv)
+    theta: np.ndarray  # (nu * (nq + nv + 1),): W row-major, then b
+    horizon: int
+
+    def __post_init__(self):
+        nq, nv, nu = self.sim.nq, self.sim.nv, self.sim.nu
+        if nu == 0:
+            raise ValueError("the policy-gradient report needs a model with actuators (nu = 0)")
+        if self.theta.shape != (nu * (nq + nv + 1),):
+            raise ValueError(f"theta must have nu * (nq + nv + 1) = {nu * (nq + nv + 1)} entries")
+        if self.horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {self.horizon}")
+
+    @property
+    def height_qpos(self) -> np.ndarray:
+        """c: the qpos weights of the objective body's height."""
+        return np.asarray(default_objective(self.sim.mj_model).c_qpos)
+
+
+def _split(theta, nq, nv, nu):
+    W = theta[: nu * (nq + nv)].reshape(nu, nq + nv)
+    return W, theta[nu * (nq + nv) :]
+
+
+def policy_ctrl(theta, qpos, qvel, nu):
+    """u = tanh(W [qpos, qvel] + b) (one state; numpy or jax arrays)."""
+    lib = jnp if isinstance(theta, jax.Array) else np
+    W, b = _split(theta, qpos.shape[-1], qvel.shape[-1], nu)
+    return lib.tanh(W @ lib.concatenate([qpos, qvel]) + b)
+
+
+def gradient_function(problem: PolicyProblem, est):
+    """Compiled ``g(theta_tiled (N, P), qpos0, qvel0, key) -> (G (N, P), J (N,), bundled)``."""
+    sim, T = problem.sim, problem.horizon
+    nu = sim.nu
+    c = jnp.asarray(problem.height_qpos)
+    template = make_data(sim)
+
+    def total(theta, qpos0, qvel0, key):
+        N = theta.shape[0]
+        d0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (N,) + x.shape), template)
+        d0 = d0.replace(qpos=qpos0, qvel=qvel0)
+
+        def body(carry, k):
+            d = est.state(carry)
+            u = jax.vmap(lambda th, q, v: policy_ctrl(th, q, v, nu))(theta, d.qpos, d.qvel)
+            carry, stats = est.step(sim, carry, u, k)
+            return carry, (est.state(carry).qpos @ c, stats.bundled)
+
+        carry0 = est.init(sim, d0)
+        _, (z, bundled) = jax.lax.scan(jax.checkpoint(body), carry0, jax.random.split(key, T))
+        J = jnp.mean(z, axis=0)
+        return jnp.sum(J), (J, jnp.sum(bundled))
+
+    def g(theta, qpos0, qvel0, key):
+        G, (J, bundled) = jax.grad(total, has_aux=True)(theta, qpos0, qvel0, key)
+        return G, J, bundled
+
+    return jax.jit(g)
+
+
+def native_objective(problem: PolicyProblem, theta, qpos0, qvel0) -> np.ndarray:
+    """J_b(theta) of every initial state, native MuJoCo closed loop (numpy policy)."""
+    m = problem.sim.mj_model
+    d = mujoco.MjData(m)
+    c = problem.height_qpos
+    out = np.empty(qpos0.shape[0])
+    for i in range(qpos0.shape[0]):
+        mujoco.mj_resetData(m, d)
+        d.qpos[:], d.qvel[:] = qpos0[i], qvel0[i]
+        acc = 0.0
+        for _ in range(problem.horizon):
+            d.ctrl[:] = policy_ctrl(theta, d.qpos, d.qvel, m.nu)
+            for _ in range(problem.sim.substeps):
+                mujoco.mj_step(m, d)
+            acc += float(c @ d.qpos)
+        out[i] = acc / problem.horizon
+    return out
+
+
+def reference_gradient(problem: PolicyProblem, qpos0, qvel0, h: float = 1e-2) -> np.ndarray:
+    """Central FD (step h) of the native Monte-Carlo mean, common random numbers."""
+    theta = np.asarray(problem.theta, np.float64)
+    g = np.empty_like(theta)
+    for k in range(theta.size):
+        e = np.zeros_like(theta)
+        e[k] = h
+        hi = native_objective(problem, theta + e, qpos0, qvel0).mean()
+        lo = native_objective(problem, theta - e, qpos0, qvel0).mean()
+        g[k] = (hi - lo) / (2 * h)
+    return g
+
+
+def report(problem: PolicyProblem, estimators: dict, ref_states, *, seed: int = 0, h=1e-2):
+    """Per estimator: mean gradient, summed variance, cosine to the native reference, mean J,
+    bundled fraction, NaN count. ``ref_states``: (qpos, qvel) of the reference's larger batch."""
+    from bcg.diagnostics.report import bootstrap_interval, cosine, summed_variance
+
+    ref = reference_gradient(problem, *ref_states, h=h)
+    N = problem.qpos0.shape[0]
+    theta = jnp.broadcast_to(jnp.asarray(problem.theta), (N, problem.theta.size))
+    out = {"reference": ref.tolist(), "estimators": {}}
+    for name, est in estimators.items():
+        if isinstance(est, E.ObjectiveLevel):
+            raise ValueError(f"{name}: the policy-gradient report takes step-level estimators")
+        g = gradient_function(problem, est)
+        G, J, bundled = g(theta, problem.qpos0, problem.qvel0, jax.random.PRNGKey(seed))
+        G = np.asarray(G, np.float64)
+        finite = np.all(np.isfinite(G), axis=1)
+        Gf = G[finite]
+        out["estimators"][name] = {
+            "mean": Gf.mean(0).tolist(),
+            "summed_variance": summed_variance(Gf),
+            "summed_variance_ci95": bootstrap_interval(Gf, seed=seed),
+            "cosine_to_reference": cosine(Gf.mean(0), ref),
+            "objective_mean": float(np.mean(np.asarray(J))),
+            "bundled_fraction": float(bundled) / (N * problem.horizon),
+            "nan_count": int((~finite).sum()),
+        }
+    return out
