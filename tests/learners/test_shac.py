@@ -175,3 +175,21 @@ def test_bptt_learns_on_toy():
         state, m = step(state)
         rets.append(float(m["episode_return"]))
     assert np.mean(rets[-5:]) > np.mean(rets[:5]) + 0.5, rets
+
+
+def test_per_env_actor_gradients_sum_to_the_actor_gradient():
+    """sum_e dL_e/dtheta = dL/dtheta (float32 networks), and the environments' gradients
+    differ."""
+    env = toy_env(episode_length=5)
+    learner = SHAC(env, E.make("analytic"), TINY, iterations=10)
+    state = learner.init(jax.random.PRNGKey(3))
+    key = jax.random.PRNGKey(4)
+    per_env = learner.per_env_actor_gradients(state, key)
+    full = jax.grad(lambda p: learner.actor_loss(p, state, key)[0])(state.actor)
+    summed = jax.tree_util.tree_map(lambda x: x.sum(0), per_env)
+    leaves_sum, leaves_full = jax.tree_util.tree_leaves(summed), jax.tree_util.tree_leaves(full)
+    for a, b in zip(leaves_sum, leaves_full, strict=True):  # float32 networks
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+    leaves = jax.tree_util.tree_leaves(per_env)
+    assert all(x.shape[0] == TINY.num_envs for x in leaves)
+    assert not all(np.allclose(x[0], x[1]) for x in leaves)  # different environments differ

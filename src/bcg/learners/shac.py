@@ -107,6 +107,11 @@ class State:
 
 def actor_objective(rewards, next_values, terminated, truncated, gamma):
     """The SHAC actor loss L (see module docstring) from (h, E) arrays."""
+    return jnp.sum(actor_objective_per_env(rewards, next_values, terminated, truncated, gamma))
+
+
+def actor_objective_per_env(rewards, next_values, terminated, truncated, gamma):
+    """Environment e's share L_e of the SHAC actor loss, L = sum_e L_e, shape (E,)."""
     h, E = rewards.shape
     dt = jnp.result_type(rewards, next_values)
     rewards, next_values = rewards.astype(dt), next_values.astype(dt)
@@ -125,7 +130,7 @@ def actor_objective(rewards, next_values, terminated, truncated, gamma):
 
     z = jnp.zeros((E,), rewards.dtype)
     (_, _, total), _ = jax.lax.scan(body, (z + 1.0, z, z), (rewards, boot, done, last))
-    return -jnp.sum(total) / (h * E)
+    return -total / (h * E)
 
 
 def td_lambda_targets(rewards, next_values, terminated, truncated, gamma, lam):
@@ -229,6 +234,31 @@ class SHAC(Learner):
         v_next = self._values(state.target, state.obs_rms, traj.next_obs)
         loss = actor_objective(r, v_next, traj.terminated, traj.truncated, c.gamma)
         return loss, (env_state, traj, r)
+
+    def per_env_actor_gradients(self, state: State, key):
+        """d L_e / d theta_actor for every environment e (leaves with a leading E axis): the
+        per-environment policy gradients whose summed variance is the paper's gradient-variance
+        metric. Reverse mode with E cotangents (memory ~E x one backward pass)."""
+        c = self.cfg
+
+        def per_env(actor_params):
+            _, traj = rollout(
+                self.env,
+                self.estimator,
+                self._sampling_policy(state.obs_rms),
+                actor_params,
+                state.env,
+                key,
+                c.horizon,
+                mesh=self.mesh,
+            )
+            scale = rms.std(state.ret_rms) if c.normalize_returns else 1.0
+            v_next = self._values(state.target, state.obs_rms, traj.next_obs)
+            return actor_objective_per_env(
+                traj.rewards / scale, v_next, traj.terminated, traj.truncated, c.gamma
+            )
+
+        return jax.jacrev(per_env)(state.actor)
 
     def _critic_update(self, state: State, obs, targets, key, lr):
         c = self.cfg
