@@ -14,6 +14,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 import pytest
+from mjcf_models import SLIDER_ON_PLANE
 
 import bcg.sim as bs
 from bcg.diagnostics.objective import VELOCITY_WEIGHT, default_objective
@@ -40,18 +41,8 @@ SLIDE_MOTOR = """
   <actuator><motor joint="z" gear="3"/></actuator>
 </mujoco>"""
 
-# contact model with actuators: a sphere on slide x / slide z joints resting on a plane
-SLIDER_ON_PLANE = """
-<mujoco><option timestep="0.005"/>
-  <worldbody><geom type="plane" size="5 5 .1"/>
-    <body pos="0 0 0.1">
-      <joint name="x" type="slide" axis="1 0 0"/>
-      <joint name="z" type="slide" axis="0 0 1"/>
-      <geom type="sphere" size="0.1" mass="1"/>
-    </body>
-  </worldbody>
-  <actuator><motor joint="x" gear="1"/><motor joint="z" gear="1"/></actuator>
-</mujoco>"""
+# SLIDER_ON_PLANE (tests/mjcf_models.py): contact model with actuators, a sphere on slide x /
+# slide z joints resting on a plane
 
 BOUNCING_SPHERE = """
 <mujoco><option timestep="0.005"/>

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
+from mjcf_models import SLIDER_ON_PLANE
 
 import bcg.sim as bs
 from bcg.sim import ModelError
@@ -261,18 +262,6 @@ def test_integrate_qpos_quaternion_derivative_at_zero():
 
 
 # ----------------------------------------------------------------------------- jit / vmap
-
-SLIDER_ON_PLANE = """
-<mujoco><option timestep="0.005"/>
-  <worldbody><geom type="plane" size="5 5 .1"/>
-    <body pos="0 0 0.1">
-      <joint name="x" type="slide" axis="1 0 0"/>
-      <joint name="z" type="slide" axis="0 0 1"/>
-      <geom type="sphere" size="0.1" mass="1"/>
-    </body>
-  </worldbody>
-  <actuator><motor joint="x" gear="1"/><motor joint="z" gear="1"/></actuator>
-</mujoco>"""
 
 
 @pytest.fixture(scope="module")
