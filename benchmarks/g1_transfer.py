@@ -43,6 +43,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+from transfer_compare import _fmt, table  # noqa: E402
+
 
 def _cache():
     import jax
@@ -141,10 +143,6 @@ def plot(budgets: dict, path: Path):
     plt.close(fig)
 
 
-def _f(x, spec=".2f"):
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", action="append", required=True, help="LABEL=RUN_DIR (repeat)")
@@ -157,8 +155,6 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="results/g1")
     args = ap.parse_args(argv)
-
-    from transfer_compare import table
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -212,7 +208,7 @@ def main(argv=None) -> int:
     ]
     for lab, rep in reports.items():
         cells = [
-            f"{'FALL' if r['fell'] else 'ok'} {r['steps']} / {_f(r['tracking_error_cm'], '.1f')}"
+            f"{'FALL' if r['fell'] else 'ok'} {r['steps']} / {_fmt(r['tracking_error_cm'], '.1f')}"
             for r in rep["native"]["runs"]
         ]
         lines.append(f"| {lab} | " + " | ".join(cells) + " |")
@@ -231,8 +227,8 @@ def main(argv=None) -> int:
             f"{b['num_envs']} x {b['horizon']} | {b.get('iterations')} "
             f"({b['schedule_iterations']}) | {b.get('env_steps')} | {b.get('wall_time_s')} | "
             f"{b.get('first_iteration_s')} | {b.get('s_per_iteration')} | "
-            f"{_f(b.get('first_return'), '.1f')} -> "
-            f"{_f(b.get('last_return'), '.1f')} |"
+            f"{_fmt(b.get('first_return'), '.1f')} -> "
+            f"{_fmt(b.get('last_return'), '.1f')} |"
         )
     if standing:
         lines += [

@@ -216,8 +216,9 @@ class SHAC(Learner):
 
     # ------------------------------------------------------------------ losses
 
-    def actor_loss(self, actor_params, state: State, key):
-        """(L, (env state after the window, trajectory, scaled rewards))."""
+    def _actor_window(self, actor_params, state: State, key):
+        """One SHAC window through the estimator: (env state after it, trajectory, rewards
+        scaled by the return normaliser, bootstrap values of the next observations)."""
         c = self.cfg
         env_state, traj = rollout(
             self.env,
@@ -230,32 +231,24 @@ class SHAC(Learner):
             mesh=self.mesh,
         )
         scale = rms.std(state.ret_rms) if c.normalize_returns else 1.0
-        r = traj.rewards / scale
         v_next = self._values(state.target, state.obs_rms, traj.next_obs)
-        loss = actor_objective(r, v_next, traj.terminated, traj.truncated, c.gamma)
+        return env_state, traj, traj.rewards / scale, v_next
+
+    def actor_loss(self, actor_params, state: State, key):
+        """(L, (env state after the window, trajectory, scaled rewards))."""
+        env_state, traj, r, v_next = self._actor_window(actor_params, state, key)
+        loss = actor_objective(r, v_next, traj.terminated, traj.truncated, self.cfg.gamma)
         return loss, (env_state, traj, r)
 
     def per_env_actor_gradients(self, state: State, key):
         """d L_e / d theta_actor for every environment e (leaves with a leading E axis): the
         per-environment policy gradients whose summed variance is the paper's gradient-variance
         metric. Reverse mode with E cotangents (memory ~E x one backward pass)."""
-        c = self.cfg
 
         def per_env(actor_params):
-            _, traj = rollout(
-                self.env,
-                self.estimator,
-                self._sampling_policy(state.obs_rms),
-                actor_params,
-                state.env,
-                key,
-                c.horizon,
-                mesh=self.mesh,
-            )
-            scale = rms.std(state.ret_rms) if c.normalize_returns else 1.0
-            v_next = self._values(state.target, state.obs_rms, traj.next_obs)
+            _, traj, r, v_next = self._actor_window(actor_params, state, key)
             return actor_objective_per_env(
-                traj.rewards / scale, v_next, traj.terminated, traj.truncated, c.gamma
+                r, v_next, traj.terminated, traj.truncated, self.cfg.gamma
             )
 
         return jax.jacrev(per_env)(state.actor)

@@ -98,7 +98,8 @@ def integrate_qpos(sim: Sim, qpos: jax.Array, dq: jax.Array) -> jax.Array:
     return _mjx_scan.flat(m, fn, "jqv", "q", m.jnt_type, qpos, dq)
 
 
-def _quat_mul(u, v):
+def quat_mul(u, v):
+    """Hamilton product u v of (w, x, y, z) quaternions."""
     return jnp.stack(
         [
             u[0] * v[0] - u[1] * v[1] - u[2] * v[2] - u[3] * v[3],
@@ -119,10 +120,10 @@ def differentiate_qpos(sim: Sim, qpos0: jax.Array, qpos1: jax.Array) -> jax.Arra
         if t == mujoco.mjtJoint.mjJNT_FREE:
             out.append(qpos1[a : a + 3] - qpos0[a : a + 3])
             q0, q1 = qpos0[a + 3 : a + 7], qpos1[a + 3 : a + 7]
-            out.append(2.0 * _quat_mul(q0 * jnp.array([1.0, -1, -1, -1]), q1)[1:])
+            out.append(2.0 * quat_mul(q0 * jnp.array([1.0, -1, -1, -1]), q1)[1:])
         elif t == mujoco.mjtJoint.mjJNT_BALL:
             q0, q1 = qpos0[a : a + 4], qpos1[a : a + 4]
-            out.append(2.0 * _quat_mul(q0 * jnp.array([1.0, -1, -1, -1]), q1)[1:])
+            out.append(2.0 * quat_mul(q0 * jnp.array([1.0, -1, -1, -1]), q1)[1:])
         else:
             out.append(qpos1[a : a + 1] - qpos0[a : a + 1])
     return jnp.concatenate(out) if out else jnp.zeros((0,), qpos0.dtype)
@@ -141,7 +142,7 @@ def integrate_qpos_linear(sim: Sim, qpos: jax.Array, dq: jax.Array) -> jax.Array
                 a, v = a + 3, v + 3
             q = qpos[a : a + 4]
             w = jnp.concatenate([jnp.ones((1,), q.dtype), 0.5 * dq[v : v + 3]])
-            qn = _quat_mul(q, w)
+            qn = quat_mul(q, w)
             qpos = qpos.at[a : a + 4].set(qn / jnp.linalg.norm(qn))
         else:
             qpos = qpos.at[a].add(dq[v])

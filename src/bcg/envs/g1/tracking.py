@@ -74,7 +74,7 @@ from bcg.envs.g1 import clips as g1clips
 from bcg.envs.g1 import model as g1m
 from bcg.envs.g1.randomization import Randomization
 from bcg.sim.model import Sim
-from bcg.sim.step import make_data
+from bcg.sim.step import make_data, quat_mul
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -240,7 +240,7 @@ class G1Tracking(ContactEnv):
             angle = jnp.linalg.norm(rv)
             axis = rv / jnp.maximum(angle, 1e-9)
             dq = jnp.concatenate([jnp.cos(angle / 2)[None], jnp.sin(angle / 2) * axis])
-            quat = _quat_mul(q[3:7], dq)
+            quat = quat_mul(q[3:7], dq)
             lo, hi = (jnp.asarray(x) for x in m.jnt_range[1:].T)
             joints = q[7:] + jax.random.uniform(kj, (29,), minval=-joint_n, maxval=joint_n)
             q = jnp.concatenate(
@@ -392,17 +392,6 @@ class G1Tracking(ContactEnv):
             "foot_penetration": jnp.maximum(-low, 0.0),
             "airborne": (low > 0.005).astype(low.dtype),
         }
-
-
-def _quat_mul(u, v):
-    return jnp.stack(
-        [
-            u[0] * v[0] - u[1] * v[1] - u[2] * v[2] - u[3] * v[3],
-            u[0] * v[1] + u[1] * v[0] + u[2] * v[3] - u[3] * v[2],
-            u[0] * v[2] - u[1] * v[3] + u[2] * v[0] + u[3] * v[1],
-            u[0] * v[3] + u[1] * v[2] - u[2] * v[1] + u[3] * v[0],
-        ]
-    )
 
 
 def g1_tracking(
