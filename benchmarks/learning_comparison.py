@@ -63,13 +63,6 @@ def read_csv(path: Path) -> list[dict]:
         ]
 
 
-def _stiffness(s: str):
-    try:
-        return float(s)
-    except ValueError:
-        return s
-
-
 def run_dir(a, method: str, seed: int) -> Path:
     budget = f"it{a.iterations}" if method != "ppo" else f"{ppo_steps(a) // 1000}k"
     return Path(a.runs) / f"{method}_s{seed}_{budget}"
@@ -148,6 +141,7 @@ def final_eval(a, method: str, seed: int, d: Path) -> dict:
     import jax
 
     jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))
+    from bcg.cli import _parse_stiffness
     from bcg.envs import make_env
     from bcg.learners import harness
 
@@ -155,7 +149,7 @@ def final_eval(a, method: str, seed: int, d: Path) -> dict:
     if method == "ppo":
         from bcg.learners.ppo import load_ppo_policy
 
-        env = make_env(a.task, stiffness=_stiffness(a.stiffness))
+        env = make_env(a.task, stiffness=_parse_stiffness(a.stiffness))
         pol = load_ppo_policy(d, env)
         ev = harness.evaluate(env, lambda _, o: pol(o), None, a.eval_episodes, key)
     else:
