@@ -148,7 +148,7 @@ def _run_description(args) -> dict:
         config["init_log_std"] = args.init_log_std
     if args.critic_hidden and args.learner == "shac":
         config["critic_hidden"] = [int(x) for x in args.critic_hidden.split(",") if x]
-    return {
+    run = {
         "task": args.task,
         "stiffness": _parse_stiffness(args.stiffness),
         "learner": args.learner,
@@ -161,6 +161,10 @@ def _run_description(args) -> dict:
         "float64": bool(args.float64),
         "config": config,
     }
+    env_params = _estimator_params(args).get("env", {})  # --param env.NAME=VALUE
+    if env_params:
+        run["env_params"] = env_params
+    return run
 
 
 def _train_ppo(args, run: dict, run_dir: Path) -> int:
@@ -169,10 +173,10 @@ def _train_ppo(args, run: dict, run_dir: Path) -> int:
 
     if importlib.util.find_spec("bcg.learners.ppo") is None:
         raise ValueError("--learner ppo: bcg.learners.ppo is not available in this install")
-    from bcg.envs import make_env
     from bcg.learners.ppo import train_ppo
+    from bcg.learners.registry import make_run_env
 
-    env = make_env(run["task"], stiffness=run["stiffness"])
+    env = make_run_env(run)
     steps = args.timesteps or run["iterations"] * run["num_envs"] * (run["horizon"] or 32)
     train_ppo(
         env,
@@ -470,7 +474,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--task", default="hopper_jump", help="training task (default hopper_jump)")
     tr.add_argument("--learner", default="shac", help="shac | bptt | ppo")
     tr.add_argument("--estimator", default="bcg", help="analytic | bcg | bcg-stein | global-bundle")
-    tr.add_argument("--param", action="append", help="estimator parameter, e.g. bcg.tau=100")
+    tr.add_argument(
+        "--param",
+        action="append",
+        help="estimator or env parameter, e.g. bcg.tau=100, env.reward=add (G1: ADD reward)",
+    )
     tr.add_argument("--capacity", help="BCG bundle slots: int or fraction of the batch")
     tr.add_argument(
         "--stiffness", default="stiff", help="soft | stiff | gated[:WIDTH] | solref tc (s)"

@@ -7,7 +7,8 @@ A run directory holds
     metrics.csv       one row per iteration (iteration, env_steps, wall_time, metrics...)
     tb/               TensorBoard event files (tensorboardX), same scalars, step = iteration
     checkpoints/<k>/  orbax checkpoints: the learner state pytree (parameters, optimiser
-                      moments, normalisers, environments, RNG key, counters) + iteration,
+                      moments, normalisers, environments, RNG key, counters, a learned
+                      reward's parameters and moments, e.g. ADD's) + iteration,
                       env steps and wall time
     training.png      episode return vs env steps and vs wall time
     eval.json         deterministic-policy evaluation of the initial and the final policy
@@ -54,8 +55,10 @@ def evaluate(env: ContactEnv, policy, params, episodes: int, key, episode_length
     with the plain (analytic) step, each until its first termination or ``episode_length``.
 
     Returns mean / per-episode returns and lengths, plus the mean over alive steps and the max
-    of every entry of ``env.eval_metrics(data)`` if the environment defines it.
+    of every entry of ``env.eval_metrics(data)`` if the environment defines it. An env with a
+    learned reward (ADD) is evaluated on its fixed reward (``env.evaluation_env``).
     """
+    env = getattr(env, "evaluation_env", env)
     T = int(episode_length or env.episode_length)
     extra = getattr(env, "eval_metrics", None)
 

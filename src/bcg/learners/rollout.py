@@ -15,6 +15,11 @@ bundle state) by ``Estimator.init`` of fresh, stop-gradient data: the derivative
 after a reset with respect to anything before it is exactly zero. A state that is not finite
 (the simulation diverged) is treated as terminated and counted.
 
+Learned reward (``reward_params`` not None; the env's ``reward_model``, e.g. the ADD
+discriminator of :mod:`bcg.envs.g1.add`): ``r_t = reward(x_t, a_t, x'_{t+1}, reward_params)``
+and the trajectory also holds ``reward_inputs_t = stop_gradient(reward_model_input(x'_{t+1}))``,
+the samples the learner trains the reward model on. Without it nothing changes.
+
 Every step is wrapped in ``jax.checkpoint`` (rematerialised in the backward pass), so the
 memory of the backward pass is that of the scan carry and outputs, not of the physics.
 
@@ -56,6 +61,7 @@ class Trajectory(NamedTuple):
     truncated: jax.Array
     diverged: jax.Array  # non-finite states (counted as terminated)
     stats: StepStats  # per step (h,): triggered / bundled / overflow env counts
+    reward_inputs: object = None  # (h, E, n) learned-reward samples, or None (module docstring)
 
 
 def _where(mask, a, b):
@@ -91,11 +97,14 @@ def rollout(
     *,
     checkpoint: bool = True,
     mesh=None,
+    reward_params=None,
 ) -> tuple[EnvState, Trajectory]:
     """Roll the batch ``horizon`` steps under ``policy(params, obs (E, n), t, key) -> (E, A)``.
 
     Differentiable in ``params`` (and in the initial carry) through the estimator's steps.
     ``mesh``: shard the environment axis over its ``"envs"`` axis (None: no constraint).
+    ``reward_params``: parameters of a learned reward (module docstring), shared by all
+    environments; None for a fixed reward.
     """
     sim = env.sim
     E = state.step.shape[0]
@@ -109,7 +118,11 @@ def rollout(
         a = policy(params, obs, t, k_act)
         carry, stats = estimator.step(sim, s.carry, jax.vmap(env.action_to_ctrl)(a), k_step)
         nxt = estimator.state(carry)
-        r = jax.vmap(env.reward)(data, a, nxt)
+        if reward_params is None:
+            r, r_in = jax.vmap(env.reward)(data, a, nxt), None
+        else:
+            r = jax.vmap(env.reward, (0, 0, 0, None))(data, a, nxt, reward_params)
+            r_in = jax.lax.stop_gradient(jax.vmap(env.reward_model_input)(nxt))
         next_obs = observe(nxt)
         finite = jnp.isfinite(nxt.qpos).all(-1) & jnp.isfinite(nxt.qvel).all(-1)
         finite &= jnp.isfinite(r) & jnp.isfinite(next_obs).all(-1)
@@ -128,7 +141,7 @@ def rollout(
             last_return=jnp.where(done, ep_ret, s.last_return),
             last_length=jnp.where(done, step.astype(jnp.float32), s.last_length),
         )
-        out = Trajectory(obs, a, r, next_obs, term, trunc, ~finite, stats)
+        out = Trajectory(obs, a, r, next_obs, term, trunc, ~finite, stats, r_in)
         return constrain_envs(new, mesh), constrain_envs(out, mesh)
 
     if checkpoint:

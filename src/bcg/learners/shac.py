@@ -29,6 +29,13 @@ Per iteration, on E environments that continue across iterations (METHOD.md hype
 6. Running mean-std of observations (normalising every network input) and of the discounted
    return R_t = gamma R_{t-1} + r_t (reset at episode ends) are updated from the window.
 
+7. Learned reward (only when the env has a ``reward_model``, e.g. ``g1_jump(reward="add")``,
+   :mod:`bcg.envs.g1.add`): its state (discriminator parameters phi and optimiser moments) is
+   ``State.reward_state`` (checkpointed with the rest). The window's rewards use
+   ``stop_gradient(phi)`` (gradients flow through the discriminator into the simulated state,
+   never into phi), and after the actor and critic updates ``reward_model.update`` trains phi
+   on the window's ``reward_inputs`` (weight 0 for diverged states).
+
 A non-finite actor or critic gradient skips that update (counted in ``skipped_updates``).
 Defaults below are CPU-demo sizes; ``SHACConfig.paper()`` has the paper's.
 
@@ -100,6 +107,7 @@ class State:
     key: jax.Array
     iteration: jax.Array
     skipped_updates: jax.Array
+    reward_state: object = None  # learned-reward state (step 7), None for a fixed reward
 
 
 # ---------------------------------------------------------------------------- pure pieces
@@ -183,6 +191,7 @@ class SHAC(Learner):
         self.critic = nets.Critic(c.critic_hidden)
         self.actor_tx = make_optimizer(c.actor_clip, c.betas)
         self.critic_tx = make_optimizer(c.critic_clip, c.betas)
+        self.reward_model = getattr(env, "reward_model", None)
 
     @property
     def env_steps_per_iteration(self) -> int:
@@ -196,6 +205,7 @@ class SHAC(Learner):
         k_env, k_a, k_c, key = jax.random.split(key, 4)
         actor = self.actor.init(k_a, jnp.zeros((1, n_obs), jnp.float32))
         critic = nets.init_critics(self.critic, k_c, n_obs, c.critic_ensemble)
+        k_rm = jax.random.fold_in(k_c, 1)  # a separate stream: the other keys stay as before
         return State(
             actor=actor,
             critic=critic,
@@ -209,6 +219,7 @@ class SHAC(Learner):
             key=key,
             iteration=jnp.zeros((), jnp.int32),
             skipped_updates=jnp.zeros((), jnp.int32),
+            reward_state=None if self.reward_model is None else self.reward_model.init(k_rm),
         )
 
     def _values(self, params, obs_rms, obs):
@@ -220,6 +231,9 @@ class SHAC(Learner):
         """One SHAC window through the estimator: (env state after it, trajectory, rewards
         scaled by the return normaliser, bootstrap values of the next observations)."""
         c = self.cfg
+        reward_params = None
+        if state.reward_state is not None:  # phi is a constant of the actor loss
+            reward_params = jax.lax.stop_gradient(self.reward_model.params(state.reward_state))
         env_state, traj = rollout(
             self.env,
             self.estimator,
@@ -229,6 +243,7 @@ class SHAC(Learner):
             key,
             c.horizon,
             mesh=self.mesh,
+            reward_params=reward_params,
         )
         scale = rms.std(state.ret_rms) if c.normalize_returns else 1.0
         v_next = self._values(state.target, state.obs_rms, traj.next_obs)
@@ -307,6 +322,14 @@ class SHAC(Learner):
         a = c.target_alpha
         target = jax.tree_util.tree_map(lambda t, p: a * t + (1 - a) * p, state.target, critic)
 
+        # learned reward (step 7): train it on this window's samples
+        reward_state, reward_metrics = state.reward_state, {}
+        if reward_state is not None:
+            weights = (~traj.diverged).astype(jnp.float32)
+            reward_state, reward_metrics = self.reward_model.update(
+                reward_state, traj.reward_inputs, weights
+            )
+
         # normalisers
         done = traj.terminated | traj.truncated
         ret, rets = discounted_return_stream(state.ret, traj.rewards, done, c.gamma)
@@ -324,6 +347,7 @@ class SHAC(Learner):
             key=key,
             iteration=state.iteration + 1,
             skipped_updates=skipped,
+            reward_state=reward_state,
         )
         metrics = {
             "actor_loss": loss,
@@ -334,6 +358,7 @@ class SHAC(Learner):
             "action_std": jnp.mean(jnp.exp(actor["params"]["log_std"])),
             "skipped_updates": skipped,
             **trajectory_metrics(traj, env_state),
+            **reward_metrics,
         }
         return new, metrics
 

@@ -40,8 +40,8 @@ Actions: ``a`` in (-1, 1)^29 (the learners' tanh policies) are joint-position ta
 starting crouch. (A residual on the reference target would need ``action_to_ctrl`` to see the
 state; the base interface gives it the action only.)
 
-Reward (tracking, BeyondMimic-style exponentials; ADD, the paper's adversarial differential
-discriminator, is NOT implemented here), on the next state against its reference frame:
+Reward (``reward="tracking"``, the default: BeyondMimic-style exponentials), on the next state
+against its reference frame:
 
     r = w_root_pos exp(-|p - p*|^2 / 0.3^2)  +  w_root_rot exp(-e_R(root)^2 / 0.4^2)
       + w_body_pos exp(-mean_b |(x_b - p) - (x*_b - p*)|^2 / 0.3^2)
@@ -56,6 +56,12 @@ unlike the geodesic angle), body sums over the 14 tracked bodies, ``u`` the serv
 no action memory). Weights: root 0.5 / 0.5, bodies 1 / 1, joints 1, velocities 0.5 / 0.5,
 action rate 0.8 (METHOD.md's weight, on the mean over joints). Terminated when the root is below
 0.3 m (METHOD.md).
+
+Reward ``reward="add"`` (the paper's; :mod:`bcg.envs.g1.add`): ``r = w_add r_ADD(D_phi(delta))
+- w_action_rate mean_j ((u_t - u_{t-1}) / s)^2`` with delta the scaled difference of
+:meth:`G1Tracking.add_features` of the next state and of its reference frame. The discriminator
+parameters phi are the ``reward_params`` argument of :meth:`G1Tracking.reward`; the learner
+owns and trains them (:attr:`G1Tracking.reward_model`, only SHAC does).
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ import mujoco
 import numpy as np
 
 from bcg.envs.base import ContactEnv
+from bcg.envs.g1 import add as g1add
 from bcg.envs.g1 import clips as g1clips
 from bcg.envs.g1 import model as g1m
 from bcg.envs.g1.randomization import Randomization
@@ -81,6 +88,7 @@ with warnings.catch_warnings():
     from mujoco import mjx
 
 HORIZON = 3  # reference frames ahead in the observation
+REWARDS = ("tracking", "add")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -143,10 +151,17 @@ class G1Tracking(ContactEnv):
     sigma_joint: float = 0.3
     sigma_lin_vel: float = 1.0
     sigma_ang_vel: float = 3.14
+    reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
+    w_add: float = 1.0
+    discriminator: g1add.Discriminator = dataclasses.field(default_factory=g1add.Discriminator)
 
     def __post_init__(self):
         if self.clip is None:
             raise ValueError("G1Tracking needs a clip")
+        if self.reward_type not in REWARDS:
+            raise ValueError(
+                f"unknown G1 reward {self.reward_type!r}; choose from {', '.join(REWARDS)}"
+            )
         fps = 1.0 / self.sim.control_dt
         if abs(self.clip.fps - fps) > 1e-6:
             raise ValueError(f"clip at {self.clip.fps} fps, the control rate is {fps} Hz")
@@ -348,7 +363,81 @@ class G1Tracking(ContactEnv):
             "body_pos_error": jnp.mean(jnp.linalg.norm(xb - xr, axis=-1)),
         }
 
-    def reward(self, data, action, next_data):
+    # ------------------------------------------------------------------ ADD reward
+
+    def add_features(self, data):
+        """``(f(x), f(ref_k), s)``: the ADD features of the state, of its reference frame and
+        their scales (root position, body positions relative to the root, body rotations as
+        6-D, joints, root linear / angular velocity; all world frame except the free joint's
+        angular velocity), flat (n,)."""
+        ref = self._ref
+        k = self.frame_of(data.time)
+        ids = self.tracked_body_ids
+        kin = self.kinematics(data)
+        xb, Rb = kin.xpos[ids], kin.xmat[ids].reshape(-1, 3, 3)
+        xr, Rr = ref["body_pos"][k], ref["body_mat"][k]
+        nb = len(ids)
+
+        def feats(x, R, q, v):
+            return jnp.concatenate(
+                [x[0], (x[1:] - x[0]).reshape(-1), _rot6(R).reshape(-1), q[7:], v[0:3], v[3:6]]
+            )
+
+        f = feats(xb, Rb, data.qpos, data.qvel)
+        f_ref = feats(xr, Rr, ref["qpos"][k], ref["qvel"][k]).astype(f.dtype)
+        scale = np.concatenate(
+            [
+                np.full(3 + 3 * (nb - 1), self.sigma_pos),
+                np.full(6 * nb, self.sigma_rot),
+                np.full(self.sim.mj_model.nu, self.sigma_joint),
+                np.full(3, self.sigma_lin_vel),
+                np.full(3, self.sigma_ang_vel),
+            ]
+        )
+        return f, f_ref, jnp.asarray(scale, f.dtype)
+
+    def reward_model_input(self, data):
+        """The ADD differential vector delta of a state (the discriminator's input)."""
+        return g1add.differential(*self.add_features(data))
+
+    @property
+    def reward_model(self) -> g1add.Discriminator | None:
+        """The learned part of the reward (None for ``reward="tracking"``): the ADD
+        discriminator with its input size; a learner that finds one here must carry
+        ``reward_model.init(key)`` in its state, pass ``reward_model.params(state)`` as
+        ``reward_params`` and call ``reward_model.update``."""
+        if self.reward_type != "add":
+            return None
+        n = 3 + 3 * (len(self.tracked_body_ids) - 1) + 6 * len(self.tracked_body_ids)
+        return dataclasses.replace(self.discriminator, n_features=n + self.sim.mj_model.nu + 6)
+
+    @property
+    def evaluation_env(self) -> G1Tracking:
+        """This env with the fixed tracking reward (for evaluation without the learner)."""
+        if self.reward_type == "tracking":
+            return self
+        return dataclasses.replace(self, reward_type="tracking")
+
+    def _action_rate(self, data, next_data):
+        span = jnp.asarray(self._action_map[1])
+        return jnp.mean(((next_data.act - data.act) / span) ** 2)
+
+    def reward(self, data, action, next_data, reward_params=None):
+        """Reward of ``data --action--> next_data`` (module docstring); ``reward_params``: the
+        discriminator parameters phi for ``reward="add"`` (required there, unused otherwise)."""
+        if self.reward_type == "add":
+            if reward_params is None:
+                raise ValueError(
+                    "G1Tracking(reward='add') needs the discriminator parameters "
+                    "(reward_params), which only a learner that trains the discriminator "
+                    "passes (SHAC); PPO, BPTT and plain_step need reward='tracking'"
+                )
+            r = self.w_add * self.reward_model.reward(
+                reward_params, self.reward_model_input(next_data)
+            )
+            if self.sim.mj_model.na:
+                r = r - self.w_action_rate * self._action_rate(data, next_data)
+            return r
         e = self.tracking_errors(next_data)
         r = (
             self.w_root_pos * jnp.exp(-e["root_pos"] / self.sigma_pos**2)
@@ -360,13 +449,14 @@ class G1Tracking(ContactEnv):
             + self.w_ang_vel * jnp.exp(-e["ang_vel"] / self.sigma_ang_vel**2)
         )
         if self.sim.mj_model.na:
-            span = jnp.asarray(self._action_map[1])
-            rate = jnp.mean(((next_data.act - data.act) / span) ** 2)
-            r = r - self.w_action_rate * rate
+            r = r - self.w_action_rate * self._action_rate(data, next_data)
         return r
 
     @property
     def max_reward(self) -> float:
+        if self.reward_type == "add":
+            cap = g1add.REWARD_CAP if self.discriminator.loss == "logistic" else 1.0
+            return self.w_add * cap
         return (
             self.w_root_pos
             + self.w_root_rot
@@ -401,9 +491,24 @@ def g1_tracking(
     randomization: Randomization | str | None = None,
     config: g1m.G1Config | None = None,
     solver_iterations: int = 1,
+    reward: str = "tracking",
+    discriminator: g1add.Discriminator | dict | None = None,
     **kw,
 ) -> G1Tracking:
-    """A G1 tracking environment on a built-in clip name, a CSV path or a :class:`Clip`."""
+    """A G1 tracking environment on a built-in clip name, a CSV path or a :class:`Clip`.
+
+    ``reward``: ``"tracking"`` (default) or ``"add"`` (:mod:`bcg.envs.g1.add`, SHAC only);
+    ``discriminator``: the ADD network settings (a :class:`Discriminator` or a dict of its
+    fields)."""
+    if reward not in REWARDS:
+        raise ValueError(f"unknown G1 reward {reward!r}; choose from {', '.join(REWARDS)}")
+    if isinstance(discriminator, dict):
+        bad = set(discriminator) - {f.name for f in dataclasses.fields(g1add.Discriminator)}
+        if bad:
+            raise ValueError(f"the ADD discriminator has no setting(s) {sorted(bad)}")
+        discriminator = g1add.Discriminator(**discriminator)
+    if discriminator is not None:
+        kw["discriminator"] = discriminator
     sim: Sim = g1m.load_g1(stiffness, config=config, solver_iterations=solver_iterations)
     fps = 1.0 / sim.control_dt
     if isinstance(clip, g1clips.Clip):
@@ -413,7 +518,7 @@ def g1_tracking(
     if isinstance(randomization, str) or randomization is None:
         randomization = Randomization.parse(randomization)
     kw.setdefault("episode_length", c.num_frames)
-    return G1Tracking(sim=sim, clip=c, randomization=randomization, **kw)
+    return G1Tracking(sim=sim, clip=c, randomization=randomization, reward_type=reward, **kw)
 
 
 def g1_jump(stiffness="stiff", **kw) -> G1Tracking:
