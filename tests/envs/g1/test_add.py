@@ -212,6 +212,9 @@ def test_bad_input_is_a_clear_value_error():
     with pytest.raises(ValueError, match="needs the discriminator parameters"):
         env.reward(None, None, None)  # what PPO / BPTT / plain_step would call
     assert env.evaluation_env.reward_type == "tracking" and env.evaluation_env.reward_model is None
+    full = {**run, "learner": "shac", "num_envs": 2, "iterations": 1, "horizon": 2}
+    eval_env, learner = registry.build(full)  # evaluates on the fixed reward, trains on ADD
+    assert eval_env.reward_type == "tracking" and learner.env.reward_type == "add"
     with pytest.raises(ValueError, match="does not take env parameters"):
         registry.make_run_env({**run, "task": "hopper_jump", "learner": "shac"})
 
