@@ -7,6 +7,12 @@ value-and-grad of the summed final heights w.r.t. the initial velocities, in the
 interleaved round-robin (median of ``--repeats``).
 
     python benchmarks/contact_local_cost.py [--envs 64] [--horizon 20] [--hits 0,2,6]
+        [--capacity 0.25 --buckets 4]
+
+By default the slot count C is the number of hitting spheres (the best fixed C). With
+``--capacity F`` it is the fraction F of the batch for every row (a user who does not know the
+need in advance), and ``--buckets K`` adds a column with K compiled sizes C, C/2, ... of which
+each step runs the smallest that holds its bundling environments.
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ def main(argv=None):
     ap.add_argument("--branches", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--naive", action="store_true", help="also time the naive per-env select")
+    ap.add_argument("--capacity", type=float, default=None, help="slots as a batch fraction")
+    ap.add_argument("--buckets", type=int, default=1, help="also time K compiled slot counts")
     args = ap.parse_args(argv)
     print("command: python " + " ".join(sys.argv))
     sim = load(XML, stiffness="stiff", name="balls")
@@ -80,10 +88,17 @@ def main(argv=None):
         d0 = batch_data(sim, args.envs, n_hit)
         f_an, c_an, st_an, _ = compiled_grad(sim, E.make("analytic"), d0, args.horizon)
         stiff_frac = float(np.sum(st_an.triggered)) / (args.envs * args.horizon)
-        cap = max(1, math.ceil(1.0 * n_hit))  # slots: the number of envs that can hit at once
+        if args.capacity is None:
+            cap = max(1, math.ceil(1.0 * n_hit))  # slots: the number of envs that hit at once
+        else:
+            cap = max(1, math.ceil(args.capacity * args.envs))
         est = E.make("bcg", num_branches=args.branches, capacity=cap)
         f_c, c_c, st, g = compiled_grad(sim, est, d0, args.horizon)
         fns = {"analytic": f_an, "compacted": f_c}
+        if args.buckets > 1:
+            bucketed = E.make("bcg", num_branches=args.branches, capacity=cap, buckets=args.buckets)
+            f_b, c_b, st_b, g_b = compiled_grad(sim, bucketed, d0, args.horizon)
+            fns["bucketed"] = f_b
         if args.naive:
             naive = E.make("bcg", num_branches=args.branches)
             fns["naive"] = compiled_grad(sim, naive, d0, args.horizon)[0]
@@ -103,14 +118,23 @@ def main(argv=None):
         }
         if args.naive:
             row["ratio_naive"] = t["naive"] / t["analytic"]
+        if args.buckets > 1:
+            row["ratio_bucketed"] = t["bucketed"] / t["analytic"]
+            row["compile_bucketed_s"] = c_b
+            row["bucketed_max_abs_grad_diff"] = float(np.max(np.abs(g_b - g)))
         rows.append(row)
         print(row, flush=True)
     print()
     print(
         "| hitting envs | triggered | bundled | slots C | overflow | compacted / analytic |"
         + (" naive / analytic |" if args.naive else "")
+        + (f" {args.buckets} buckets / analytic |" if args.buckets > 1 else "")
     )
-    print("|---|---|---|---|---|---|" + ("---|" if args.naive else ""))
+    print(
+        "|---|---|---|---|---|---|"
+        + ("---|" if args.naive else "")
+        + ("---|" if args.buckets > 1 else "")
+    )
     for r in rows:
         line = (
             f"| {r['hitting_envs']}/{args.envs} | {100 * r['triggered_fraction']:.1f}% | "
@@ -119,6 +143,8 @@ def main(argv=None):
         )
         if args.naive:
             line += f" {r['ratio_naive']:.2f}x |"
+        if args.buckets > 1:
+            line += f" {r['ratio_bucketed']:.2f}x |"
         print(line)
 
 

@@ -55,6 +55,7 @@ def results(sim):
         "analytic": E.make("analytic"),
         "naive": BCG(),
         "compact": BCG(capacity=3),
+        "bucketed": BCG(capacity=4, buckets=3),  # slot counts 1, 2, 4 chosen per step
         "tight-stein": BCG(capacity=2, gradient="stein", antithetic=True),
     }.items():
         (v, (qpos, st)), g = _grad_fn(sim, est)(dv, d0, key)
@@ -85,6 +86,19 @@ def test_compaction_equals_naive_when_capacity_suffices(results):
     assert int(np.sum(c["stats"].overflow)) == 0
     np.testing.assert_allclose(c["qpos"], n["qpos"], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(c["grad"], n["grad"], rtol=1e-8, atol=1e-10)
+
+
+def test_buckets_equal_naive_and_follow_the_need(results):
+    """Each step runs the smallest compiled slot count (1, 2 or 4) that holds its bundling envs:
+    nothing overflows, and values and gradients equal the naive per-environment bundle."""
+    n, b = results["naive"], results["bucketed"]
+    assert BCG(capacity=4, buckets=3).bucket_sizes(5) == (1, 2, 4)
+    assert BCG(capacity=12, buckets=3).bucket_sizes(64) == (3, 6, 12)
+    assert int(np.sum(b["stats"].overflow)) == 0
+    # the hitting envs start their bundles at different steps: more than one size is used
+    assert len(set(np.asarray(b["stats"].bundled).tolist()) - {0}) >= 2
+    np.testing.assert_allclose(b["qpos"], n["qpos"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b["grad"], n["grad"], rtol=1e-8, atol=1e-10)
 
 
 def test_overflow_is_counted(results):
@@ -175,6 +189,8 @@ def test_offsets_follow_the_contact_chain(sim):
         ({"damping": 0.0}, "damping"),
         ({"capacity": 0}, "capacity"),
         ({"capacity": 1.5}, "capacity"),
+        ({"buckets": 0, "capacity": 2}, "buckets"),
+        ({"buckets": 2}, "capacity"),
         ({"antithetic": True, "num_branches": 3}, "antithetic"),
         ({"gradient": "magic"}, "gradient"),
         ({"gradient": "stein", "num_branches": 1}, "num_branches"),

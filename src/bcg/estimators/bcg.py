@@ -33,10 +33,13 @@ environment. With ``capacity = C`` the environments that are in (or start) a bun
 compacted into a fixed buffer of C slots (continuing bundles first), so a step costs E plain
 steps + C x B branch steps instead of E x (1 + B). Environments that do not fit overflow:
 they take the plain step, and the overflow is counted in the step statistics. A step at which
-no environment of the batch bundles skips the bundle computation altogether (``lax.cond`` on
-the batch, forward and backward). Only the state fields (qpos, qvel, act, qacc_warmstart) of the
-bundle mean are scattered back; derived fields of the returned data (xpos, contacts, ...) are those
-of the plain step (run ``mjx.forward`` on the state if you need them at the mean).
+no environment of the batch bundles skips the bundle computation altogether (``lax.switch`` on
+the batch, forward and backward). With ``buckets = k`` the slot counts C, C/2, ..., C/2^(k-1)
+are all compiled and a step runs the smallest that holds its n bundling environments, so the
+branch cost follows n (up to a factor 2) instead of the worst case C. Only the state fields
+(qpos, qvel, act, qacc_warmstart) of the bundle mean are scattered back; derived fields of the
+returned data (xpos, contacts, ...) are those of the plain step (run ``mjx.forward`` on the state
+if you need them at the mean).
 
 Stiffness gate (ours). The paper triggers on force alone. Here a contact may trigger only if its
 solref time constant is at most ``stiff_timeconst`` (default 3 physics steps): soft contacts
@@ -47,6 +50,7 @@ cost and smoothing bias.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import NamedTuple
 
@@ -162,6 +166,11 @@ class BCG:
       capacity: bundle slots per step for a batch of environments: an int, a fraction of the
         batch in (0, 1], or None for no compaction (every environment computes the bundle,
         the naive per-environment cond).
+      buckets: with ``capacity``, the number of compiled bundle sizes C, C/2, C/4, ... (ceil,
+        at least 1 slot): each step runs the smallest size that holds every environment that
+        needs a bundle (``lax.switch``), so a step costs E + C_k x B plain steps with C_k close
+        to the number of bundling environments instead of E + C x B. Each size is compiled
+        separately (compile time grows with ``buckets``).
       antithetic: pair offsets (+d, -d) so that their mean is exactly zero.
       gradient: ``"first-order"`` (the paper: mean of branch sensitivities) or ``"stein"``
         (Stein estimate inside the perturbed subspace, see the module docstring).
@@ -178,6 +187,7 @@ class BCG:
     stiff_timeconst: float | str | None = "auto"
     damping: float = 1e-4
     capacity: int | float | None = None
+    buckets: int = 1
     antithetic: bool = False
     gradient: str = "first-order"
     stein_velocity: bool = False
@@ -201,6 +211,9 @@ class BCG:
                 raise ValueError(f"capacity as a fraction must be in (0, 1], got {c!r}")
             if isinstance(c, int) and c < 1:
                 raise ValueError(f"capacity must be >= 1 slot, got {c!r}")
+        _check_int("buckets", self.buckets, 1)
+        if self.buckets > 1 and self.capacity is None:
+            raise ValueError("buckets > 1 needs a capacity (bucket sizes are C, C/2, C/4, ...)")
         if self.gradient not in ("first-order", "stein"):
             raise ValueError(f"gradient must be 'first-order' or 'stein', got {self.gradient!r}")
         if self.gradient == "stein" and self.num_branches < 2:
@@ -219,6 +232,11 @@ class BCG:
         if isinstance(self.capacity, float):
             return max(1, min(batch, math.ceil(self.capacity * batch)))
         return min(batch, int(self.capacity))
+
+    def bucket_sizes(self, batch: int) -> tuple[int, ...]:
+        """Compiled slot counts, increasing, the last one ``slots(batch)``."""
+        C = self.slots(batch)
+        return tuple(sorted({max(1, math.ceil(C / 2**k)) for k in range(self.buckets)}))
 
     def init(self, sim: Sim, data) -> BundleCarry:
         """Carry for a batch of environments (leading axis of ``data``)."""
@@ -336,13 +354,13 @@ class BCG:
         keys = jax.random.split(key, E)
         C = self.slots(E)
 
-        def bundle_path(_):
-            if C >= E:  # naive: every environment computes the bundle, select per environment
-                mean, br, rem, anc, noi = jax.vmap(
-                    lambda c, p, h, u, k: self._bundle_one(sim, c, p, h, u, k)
-                )(carry, plain, hot, ctrl, keys)
-                return mean, br, rem, anc, noi, need, jnp.zeros((), jnp.int32)
-            # compaction into C slots, continuing bundles first
+        def naive_path(_):  # every environment computes the bundle, select per environment
+            mean, br, rem, anc, noi = jax.vmap(
+                lambda c, p, h, u, k: self._bundle_one(sim, c, p, h, u, k)
+            )(carry, plain, hot, ctrl, keys)
+            return mean, br, rem, anc, noi, need, jnp.zeros((), jnp.int32)
+
+        def compacted_path(C, _):  # compaction into C slots, continuing bundles first
             score = 2 * in_bundle.astype(jnp.int32) + trig.astype(jnp.int32)
             idx = jnp.argsort(-score, stable=True)[:C]
             valid = score[idx] > 0
@@ -373,10 +391,21 @@ class BCG:
             )
 
         # a real branch when the batch is not vmapped: steps without stiff contact cost a plain
-        # step (forward and backward)
-        mean, br, rem, anc, noi, sel, overflow = jax.lax.cond(
-            jnp.any(need), bundle_path, plain_path, None
+        # step (forward and backward), and with buckets a step runs the smallest slot count that
+        # holds every bundling environment
+        if C >= E:
+            paths = [plain_path, naive_path]
+            sizes = (E,)
+        else:
+            sizes = self.bucket_sizes(E)
+            paths = [plain_path] + [functools.partial(compacted_path, c) for c in sizes]
+        n_need = jnp.sum(need)
+        index = jnp.where(
+            n_need > 0,
+            1 + jnp.minimum(jnp.searchsorted(jnp.asarray(sizes), n_need), len(sizes) - 1),
+            0,
         )
+        mean, br, rem, anc, noi, sel, overflow = jax.lax.switch(index, paths, None)
 
         def choose(a, b):
             s = sel.reshape(sel.shape + (1,) * (a.ndim - 1))
