@@ -208,6 +208,10 @@ def test_registry_errors():
         E.make("bcg", sigma=1.0)
     with pytest.raises(ValueError, match="sigma"):
         E.make("global-bundle", sigma=-1.0)
+    assert E.make("bcg", capacity=4, buckets=3).bucket_sizes(64) == (1, 2, 4)
+    assert E.make("bcg-stein", capacity=0.5, buckets=2).bucket_sizes(8) == (2, 4)
+    with pytest.raises(ValueError, match="buckets > 1 needs a capacity"):
+        E.make("bcg", buckets=2)
 
 
 def test_soft_contact_never_triggers_and_bcg_equals_analytic():

@@ -56,12 +56,15 @@ def make(name: str, **params):
             stiff_timeconst="auto",
             damping=1e-4,
             capacity=None,
+            buckets=1,
             antithetic=False,
             gradient="first-order",
             stein_velocity=False,
         )
     if name == "bcg-stein":
-        allowed.update(stiff_timeconst="auto", damping=1e-4, capacity=None, stein_velocity=False)
+        allowed.update(
+            stiff_timeconst="auto", damping=1e-4, capacity=None, buckets=1, stein_velocity=False
+        )
     unknown = set(params) - set(allowed)
     if unknown:
         raise ValueError(
