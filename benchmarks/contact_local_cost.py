@@ -7,12 +7,14 @@ value-and-grad of the summed final heights w.r.t. the initial velocities, in the
 interleaved round-robin (median of ``--repeats``).
 
     python benchmarks/contact_local_cost.py [--envs 64] [--horizon 20] [--hits 0,2,6]
-        [--capacity 0.25 --buckets 4]
+        [--capacity 0.25] [--buckets 4] [--variants compacted,bucketed-remat,naive]
 
 By default the slot count C is the number of hitting spheres (the best fixed C). With
 ``--capacity F`` it is the fraction F of the batch for every row (a user who does not know the
-need in advance), and ``--buckets K`` adds a column with K compiled sizes C, C/2, ... of which
-each step runs the smallest that holds its bundling environments.
+need in advance). Variants: ``compacted`` (C slots), ``bucketed`` (``--buckets`` compiled sizes
+C, C/2, ..., each step runs the smallest that holds its bundling environments), ``naive`` (every
+environment computes the bundle), each optionally ``-remat`` (bundle recomputed on the backward
+pass). Every variant's gradient is checked equal to the first one's.
 """
 
 from __future__ import annotations
@@ -70,6 +72,21 @@ def compiled_grad(sim, est, d0, T):
     return (lambda: f(x)), time.perf_counter() - t0, st, np.asarray(g)
 
 
+VARIANTS = ("compacted", "bucketed", "naive")
+
+
+def make_variant(name, args, cap):
+    base, _, suffix = name.partition("-")
+    if base not in VARIANTS or suffix not in ("", "remat"):
+        raise SystemExit(f"unknown variant {name!r}: one of {VARIANTS}, optionally with -remat")
+    kw = {"num_branches": args.branches, "remat": suffix == "remat"}
+    if base != "naive":
+        kw["capacity"] = cap
+    if base == "bucketed":
+        kw["buckets"] = args.buckets
+    return E.make("bcg", **kw)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--envs", type=int, default=64)
@@ -77,75 +94,60 @@ def main(argv=None):
     ap.add_argument("--hits", default="0,2,6", help="comma list: envs thrown at the floor")
     ap.add_argument("--branches", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--naive", action="store_true", help="also time the naive per-env select")
     ap.add_argument("--capacity", type=float, default=None, help="slots as a batch fraction")
-    ap.add_argument("--buckets", type=int, default=1, help="also time K compiled slot counts")
+    ap.add_argument("--buckets", type=int, default=4, help="compiled slot counts of 'bucketed'")
+    ap.add_argument("--variants", default="compacted", help="comma list, see the docstring")
     args = ap.parse_args(argv)
+    variants = args.variants.split(",")
     print("command: python " + " ".join(sys.argv))
     sim = load(XML, stiffness="stiff", name="balls")
+    env_steps = args.envs * args.horizon
     rows = []
     for n_hit in [int(h) for h in args.hits.split(",")]:
         d0 = batch_data(sim, args.envs, n_hit)
         f_an, c_an, st_an, _ = compiled_grad(sim, E.make("analytic"), d0, args.horizon)
-        stiff_frac = float(np.sum(st_an.triggered)) / (args.envs * args.horizon)
         if args.capacity is None:
             cap = max(1, math.ceil(1.0 * n_hit))  # slots: the number of envs that hit at once
         else:
             cap = max(1, math.ceil(args.capacity * args.envs))
-        est = E.make("bcg", num_branches=args.branches, capacity=cap)
-        f_c, c_c, st, g = compiled_grad(sim, est, d0, args.horizon)
-        fns = {"analytic": f_an, "compacted": f_c}
-        if args.buckets > 1:
-            bucketed = E.make("bcg", num_branches=args.branches, capacity=cap, buckets=args.buckets)
-            f_b, c_b, st_b, g_b = compiled_grad(sim, bucketed, d0, args.horizon)
-            fns["bucketed"] = f_b
-        if args.naive:
-            naive = E.make("bcg", num_branches=args.branches)
-            fns["naive"] = compiled_grad(sim, naive, d0, args.horizon)[0]
-        t = interleaved_medians(fns, args.repeats)
-        env_steps = args.envs * args.horizon
+        fns = {"analytic": f_an}
         row = {
             "hitting_envs": n_hit,
-            "triggered_fraction": float(np.sum(st.triggered)) / env_steps,
-            "bundled_fraction": float(np.sum(st.bundled)) / env_steps,
-            "stiff_fraction_analytic": stiff_frac,
+            "stiff_fraction_analytic": float(np.sum(st_an.triggered)) / env_steps,
             "capacity": cap,
-            "overflow": int(np.sum(st.overflow)),
-            "ratio_compacted": t["compacted"] / t["analytic"],
-            "nan": int(np.sum(~np.isfinite(g))),
             "compile_analytic_s": c_an,
-            "compile_bcg_s": c_c,
         }
-        if args.naive:
-            row["ratio_naive"] = t["naive"] / t["analytic"]
-        if args.buckets > 1:
-            row["ratio_bucketed"] = t["bucketed"] / t["analytic"]
-            row["compile_bucketed_s"] = c_b
-            row["bucketed_max_abs_grad_diff"] = float(np.max(np.abs(g_b - g)))
+        g0 = None
+        for name in variants:
+            f, c, st, g = compiled_grad(sim, make_variant(name, args, cap), d0, args.horizon)
+            fns[name] = f
+            g0 = g if g0 is None else g0
+            row[f"compile_{name}_s"] = c
+            row[f"max_abs_grad_diff_{name}"] = float(np.max(np.abs(g - g0)))
+            row[f"nan_{name}"] = int(np.sum(~np.isfinite(g)))
+            if name == variants[0]:
+                row["triggered_fraction"] = float(np.sum(st.triggered)) / env_steps
+                row["bundled_fraction"] = float(np.sum(st.bundled)) / env_steps
+                row["overflow"] = int(np.sum(st.overflow))
+        t = interleaved_medians(fns, args.repeats)
+        for name in variants:
+            row[f"ratio_{name}"] = t[name] / t["analytic"]
         rows.append(row)
         print(row, flush=True)
     print()
     print(
-        "| hitting envs | triggered | bundled | slots C | overflow | compacted / analytic |"
-        + (" naive / analytic |" if args.naive else "")
-        + (f" {args.buckets} buckets / analytic |" if args.buckets > 1 else "")
+        "| hitting envs | triggered | bundled | slots C | overflow | "
+        + " | ".join(f"{v} / analytic" for v in variants)
+        + " |"
     )
-    print(
-        "|---|---|---|---|---|---|"
-        + ("---|" if args.naive else "")
-        + ("---|" if args.buckets > 1 else "")
-    )
+    print("|---|---|---|---|---|" + "---|" * len(variants))
     for r in rows:
-        line = (
+        print(
             f"| {r['hitting_envs']}/{args.envs} | {100 * r['triggered_fraction']:.1f}% | "
             f"{100 * r['bundled_fraction']:.1f}% | {r['capacity']} | {r['overflow']} | "
-            f"{r['ratio_compacted']:.2f}x |"
+            + " | ".join(f"{r[f'ratio_{v}']:.2f}x" for v in variants)
+            + " |"
         )
-        if args.naive:
-            line += f" {r['ratio_naive']:.2f}x |"
-        if args.buckets > 1:
-            line += f" {r['ratio_bucketed']:.2f}x |"
-        print(line)
 
 
 if __name__ == "__main__":

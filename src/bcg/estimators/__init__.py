@@ -57,13 +57,19 @@ def make(name: str, **params):
             damping=1e-4,
             capacity=None,
             buckets=1,
+            remat=False,
             antithetic=False,
             gradient="first-order",
             stein_velocity=False,
         )
     if name == "bcg-stein":
         allowed.update(
-            stiff_timeconst="auto", damping=1e-4, capacity=None, buckets=1, stein_velocity=False
+            stiff_timeconst="auto",
+            damping=1e-4,
+            capacity=None,
+            buckets=1,
+            remat=False,
+            stein_velocity=False,
         )
     unknown = set(params) - set(allowed)
     if unknown:

@@ -171,6 +171,10 @@ class BCG:
         needs a bundle (``lax.switch``), so a step costs E + C_k x B plain steps with C_k close
         to the number of bundling environments instead of E + C x B. Each size is compiled
         separately (compile time grows with ``buckets``).
+      remat: recompute the bundle on the backward pass (``jax.checkpoint``) instead of storing
+        its intermediate values. Under reverse mode a ``lax.switch`` stores the residuals of
+        every path (zeros for the paths not taken), so without remat every step writes the
+        residuals of the largest bundle, triggered or not.
       antithetic: pair offsets (+d, -d) so that their mean is exactly zero.
       gradient: ``"first-order"`` (the paper: mean of branch sensitivities) or ``"stein"``
         (Stein estimate inside the perturbed subspace, see the module docstring).
@@ -188,6 +192,7 @@ class BCG:
     damping: float = 1e-4
     capacity: int | float | None = None
     buckets: int = 1
+    remat: bool = False
     antithetic: bool = False
     gradient: str = "first-order"
     stein_velocity: bool = False
@@ -399,6 +404,8 @@ class BCG:
         else:
             sizes = self.bucket_sizes(E)
             paths = [plain_path] + [functools.partial(compacted_path, c) for c in sizes]
+        if self.remat:
+            paths = [paths[0]] + [jax.checkpoint(p) for p in paths[1:]]
         n_need = jnp.sum(need)
         index = jnp.where(
             n_need > 0,
