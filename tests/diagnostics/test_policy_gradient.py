@@ -47,6 +47,9 @@ def test_report_fields_and_bad_inputs(flight):
     e = rep["estimators"]["analytic"]
     assert e["cosine_to_reference"] == pytest.approx(1.0, abs=1e-3)
     assert e["nan_count"] == 0 and e["bundled_fraction"] == 0.0
+    se = np.asarray(e["standard_error"])
+    assert se.shape == (THETA.size,) and np.all(np.isfinite(se)) and np.all(se >= 0)
+    assert np.all(np.abs(np.asarray(e["mean"]) - rep["reference"]) <= 3 * se + 1e-4)
     with pytest.raises(ValueError, match="theta must have"):
         PolicyProblem(flight.sim, flight.qpos0, flight.qvel0, THETA[:3], 5)
     with pytest.raises(ValueError, match="horizon"):

@@ -135,8 +135,9 @@ def reference_gradient(problem: PolicyProblem, qpos0, qvel0, h: float = 1e-2) ->
 
 
 def report(problem: PolicyProblem, estimators: dict, ref_states, *, seed: int = 0, h=1e-2):
-    """Per estimator: mean gradient, summed variance, cosine to the native reference, mean J,
-    bundled fraction, NaN count. ``ref_states``: (qpos, qvel) of the reference's larger batch."""
+    """Per estimator: mean gradient and its standard error, summed variance, cosine to the native
+    reference, mean J, bundled fraction, NaN count. ``ref_states``: (qpos, qvel) of the
+    reference's larger batch."""
     from bcg.diagnostics.report import bootstrap_interval, cosine, summed_variance
 
     ref = reference_gradient(problem, *ref_states, h=h)
@@ -153,6 +154,7 @@ def report(problem: PolicyProblem, estimators: dict, ref_states, *, seed: int = 
         Gf = G[finite]
         out["estimators"][name] = {
             "mean": Gf.mean(0).tolist(),
+            "standard_error": (Gf.std(0, ddof=1) / np.sqrt(max(len(Gf), 1))).tolist(),
             "summed_variance": summed_variance(Gf),
             "summed_variance_ci95": bootstrap_interval(Gf, seed=seed),
             "cosine_to_reference": cosine(Gf.mean(0), ref),
