@@ -213,6 +213,8 @@ def test_registry_errors():
     assert E.make("bcg-stein", capacity=0.5, buckets=2).bucket_sizes(8) == (2, 4)
     with pytest.raises(ValueError, match="buckets > 1 needs a capacity"):
         E.make("bcg", buckets=2)
+    with pytest.raises(ValueError, match="remat must be true or false"):
+        E.make("bcg", remat="yes")
 
 
 def test_soft_contact_never_triggers_and_bcg_equals_analytic():

@@ -217,6 +217,9 @@ class BCG:
             if isinstance(c, int) and c < 1:
                 raise ValueError(f"capacity must be >= 1 slot, got {c!r}")
         _check_int("buckets", self.buckets, 1)
+        for flag in ("remat", "antithetic", "stein_velocity"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if self.buckets > 1 and self.capacity is None:
             raise ValueError("buckets > 1 needs a capacity (bucket sizes are C, C/2, C/4, ...)")
         if self.gradient not in ("first-order", "stein"):
