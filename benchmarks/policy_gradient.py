@@ -65,7 +65,15 @@ def main(argv=None):
     qr, vr = task.initial_states(sim, a.ref_batch or 4 * a.batch, a.seed + 7919)
     prob = PolicyProblem(sim, q, v, theta, a.horizon or task.horizon)
     ests = {k: E.make(n, **kw) for k, (n, kw) in json.loads(a.estimators).items()}
-    rep = report(prob, ests, (qr, vr), seed=a.seed, h=a.fd_step)
+
+    def progress(name, e):
+        print(
+            f"{name}: summed variance {e['summed_variance']:.3g}, "
+            f"cos {e['cosine_to_reference']:.3f}",
+            flush=True,
+        )
+
+    rep = report(prob, ests, (qr, vr), seed=a.seed, h=a.fd_step, on_result=progress)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{a.task}_{a.stiffness}.json"

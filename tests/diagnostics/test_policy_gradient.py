@@ -43,8 +43,15 @@ def test_mjx_gradient_matches_native_fd_in_flight(flight):
 
 
 def test_report_fields_and_bad_inputs(flight):
-    rep = report(flight, {"analytic": E.make("analytic")}, (flight.qpos0, flight.qvel0))
+    seen = []
+    rep = report(
+        flight,
+        {"analytic": E.make("analytic")},
+        (flight.qpos0, flight.qvel0),
+        on_result=lambda name, entry: seen.append((name, entry)),
+    )
     e = rep["estimators"]["analytic"]
+    assert seen == [("analytic", e)]  # reported as it finished
     assert e["cosine_to_reference"] == pytest.approx(1.0, abs=1e-3)
     assert e["nan_count"] == 0 and e["bundled_fraction"] == 0.0
     se = np.asarray(e["standard_error"])

@@ -134,10 +134,13 @@ def reference_gradient(problem: PolicyProblem, qpos0, qvel0, h: float = 1e-2) ->
     return g
 
 
-def report(problem: PolicyProblem, estimators: dict, ref_states, *, seed: int = 0, h=1e-2):
+def report(
+    problem: PolicyProblem, estimators: dict, ref_states, *, seed: int = 0, h=1e-2, on_result=None
+):
     """Per estimator: mean gradient and its standard error, summed variance, cosine to the native
     reference, mean J, bundled fraction, NaN count. ``ref_states``: (qpos, qvel) of the
-    reference's larger batch."""
+    reference's larger batch. ``on_result(name, entry)`` is called as each estimator finishes
+    (long runs print as they go)."""
     from bcg.diagnostics.report import bootstrap_interval, cosine, summed_variance
 
     ref = reference_gradient(problem, *ref_states, h=h)
@@ -162,4 +165,6 @@ def report(problem: PolicyProblem, estimators: dict, ref_states, *, seed: int = 
             "bundled_fraction": float(bundled) / (N * problem.horizon),
             "nan_count": int((~finite).sum()),
         }
+        if on_result is not None:
+            on_result(name, out["estimators"][name])
     return out
