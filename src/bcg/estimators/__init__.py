@@ -50,27 +50,9 @@ def make(name: str, **params):
     """Build an estimator by name with parameters (unknown keys or bad values: ValueError)."""
     if name not in NAMES:
         raise ValueError(f"unknown estimator {name!r}; choose from {', '.join(NAMES)}")
-    allowed = dict(DEFAULTS[name])
-    if name == "bcg":
-        allowed.update(
-            stiff_timeconst="auto",
-            damping=1e-4,
-            capacity=None,
-            buckets=1,
-            remat=False,
-            antithetic=False,
-            gradient="first-order",
-            stein_velocity=False,
-        )
-    if name == "bcg-stein":
-        allowed.update(
-            stiff_timeconst="auto",
-            damping=1e-4,
-            capacity=None,
-            buckets=1,
-            remat=False,
-            stein_velocity=False,
-        )
+    allowed = set(DEFAULTS[name])
+    if name in ("bcg", "bcg-stein"):  # every BCG field is a parameter
+        allowed = {f.name for f in dataclasses.fields(BCG)} - {"name"}
     unknown = set(params) - set(allowed)
     if unknown:
         raise ValueError(
