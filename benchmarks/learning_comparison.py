@@ -216,7 +216,7 @@ def curves(method: str, d: Path):
         return (
             x,
             np.array([r["eval_return"] for r in rows]),
-            np.array([r["wall_time_s"] for r in rows]),
+            np.array([r.get("wall_time", r.get("wall_time_s")) for r in rows]),
         )
     y = np.array([r["episode_return"] for r in rows])
     return x, y, np.array([r["wall_time"] for r in rows])

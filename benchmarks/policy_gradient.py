@@ -10,6 +10,11 @@ finite-difference reference (``--ref-batch`` states, default 4x the batch, commo
 numbers), the largest |mean - reference| / standard error over the components (about 2 or less
 for an unbiased estimator; the cosine alone cannot tell a noisy mean from a biased one), the mean
 objective and the bundled fraction; writes JSON to ``--out``.
+
+Large batches run in chunks of ``--chunk-size`` states per compiled call (default: states x
+branches per call at most bcg.diagnostics.chunking.MAX_ROLLOUTS_PER_CALL, which keeps clear of
+an XLA CPU hang seen on single calls of 2048 states x B = 30; see README, Troubleshooting).
+Every state keeps the random numbers it has in one call, so the numbers do not depend on it.
 """
 
 from __future__ import annotations
@@ -50,6 +55,11 @@ def main(argv=None):
         default='{"analytic": ["analytic", {}], "bcg": ["bcg", {}], '
         '"bcg_tau70": ["bcg", {"tau": 70.0}]}',
     )
+    p.add_argument(
+        "--chunk-size",
+        type=int,
+        help="states per compiled gradient call (default: bounded states x branches per call)",
+    )
     p.add_argument("--out", default="results/policy_gradient")
     a = p.parse_args(argv)
     print("command: python " + " ".join(sys.argv), flush=True)
@@ -73,7 +83,17 @@ def main(argv=None):
             flush=True,
         )
 
-    rep = report(prob, ests, (qr, vr), seed=a.seed, h=a.fd_step, on_result=progress)
+    if a.chunk_size is not None and a.chunk_size < 1:
+        p.error(f"--chunk-size must be >= 1, got {a.chunk_size}")
+    rep = report(
+        prob,
+        ests,
+        (qr, vr),
+        seed=a.seed,
+        h=a.fd_step,
+        on_result=progress,
+        chunk_size=a.chunk_size,
+    )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{a.task}_{a.stiffness}.json"

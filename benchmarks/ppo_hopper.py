@@ -76,7 +76,7 @@ def main(argv=None):
     print("|---|---|---|---|")
     for r in history:
         print(
-            f"| {r['env_steps']} | {r['wall_time_s']:.0f} | {r['eval_return']:.1f} "
+            f"| {r['env_steps']} | {r['wall_time']:.0f} | {r['eval_return']:.1f} "
             f"+- {r['eval_return_std']:.1f} | {r['eval_episode_length']:.0f} |"
         )
     print(

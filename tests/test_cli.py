@@ -71,19 +71,32 @@ def test_tasks_lists_all(capsys):
     assert len(out.strip().splitlines()) == 5
 
 
-def test_stdout_is_clean_in_a_fresh_process():
-    """Only the command's output on stdout (mujoco.mjx prints import notices there)."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "BCG_JAX_CACHE": str(CACHE)}
+@pytest.mark.parametrize("platform", [None, "cpu"])
+def test_platform_is_left_to_jax_and_the_device_line_printed(platform):
+    """No JAX_PLATFORMS and no --platform: bcg leaves the backend to JAX (here the CPU is the
+    only one) and names it on stderr; stdout holds only the command's output (mujoco.mjx
+    prints import notices there)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+    env["BCG_JAX_CACHE"] = str(CACHE)
+    argv = ["tasks"] + (["--platform", platform] if platform else [])
+    code = "import os, sys; from bcg import cli; r = cli.main(sys.argv[1:]); " + (
+        "print('JAX_PLATFORMS=' + os.environ.get('JAX_PLATFORMS', '<unset>'), file=sys.stderr);"
+        " sys.exit(r)"
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "bcg.cli", "tasks"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert [ln.split()[0] for ln in lines] == tasks.list_tasks()
+    assert "[bcg] JAX " in proc.stderr and "backend cpu" in proc.stderr, proc.stderr
+    assert f"JAX_PLATFORMS={platform or '<unset>'}" in proc.stderr
+
+
+def test_platform_choices_are_checked(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["tasks", "--platform", "quantum"])
+    assert "--platform" in capsys.readouterr().err
 
 
 def _files(tmp_path):
@@ -102,7 +115,7 @@ ERROR_CASES = [
     (["--param", "bcg.num_branches=0"], "num_branches"),
     (["--param", "bcg.nope=1"], "no parameter"),
     (["--param", "nope.sigma=1"], "unknown estimator"),
-    (["--param", "sigma_p=1"], "ESTIMATOR.NAME=VALUE"),
+    (["--param", "sigma_p=1"], "NAMESPACE.NAME=VALUE"),
     (["--batch", "1"], "batch"),
     (["--task", "falling_mass", "--batch", "1"], "batch"),
     (["--horizon", "0"], "horizon"),
@@ -125,6 +138,8 @@ def test_grad_errors_fail_fast(argv, message, tmp_path, capsys, no_compile):
     assert code == 2
     assert "Traceback" not in err
     lines = err.strip().splitlines()
+    assert lines[0].startswith("[bcg] JAX "), err  # the device line, then the one error line
+    lines = lines[1:]
     assert len(lines) == 1, err
     assert lines[0].startswith("bcg: error:")
     assert message.lower() in lines[0].lower(), lines[0]
@@ -152,7 +167,7 @@ def test_grad_end_to_end_json(tmp_path, capsys):
     ]
     assert cli.main(argv) == 0
     out, err = capsys.readouterr()
-    assert err == ""
+    assert err == cli.device_line() + "\n"  # --quiet: only the device line
     result = json.loads(out)
     assert result["model"] == "falling_mass"
     assert (result["batch"], result["horizon"]) == (4, 8)

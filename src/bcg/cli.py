@@ -18,9 +18,36 @@ import os
 import sys
 from pathlib import Path
 
+PLATFORMS = ("cpu", "gpu", "cuda", "rocm", "tpu")
+
+
+def _select_platform(platform: str | None) -> None:
+    """``--platform``: restrict JAX to one backend; None leaves the choice to JAX (its default
+    device, or the ``JAX_PLATFORMS`` environment variable). Must run before JAX starts."""
+    if platform is None:
+        return
+    if platform not in PLATFORMS:
+        raise ValueError(f"--platform must be one of {', '.join(PLATFORMS)}, got {platform!r}")
+    os.environ["JAX_PLATFORMS"] = platform
+    import jax
+
+    jax.config.update("jax_platforms", platform)
+
+
+def device_line() -> str:
+    """One line naming the JAX backend and the devices a command runs on."""
+    import jax
+
+    devs = jax.devices()
+    kinds = sorted({d.device_kind for d in devs})
+    return (
+        f"[bcg] JAX {jax.__version__}, backend {jax.default_backend()}: {len(devs)} device(s) "
+        f"({', '.join(kinds)})"
+    )
+
 
 def _setup_jax(x64: bool):
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    """Precision and the persistent compilation cache (the platform is JAX's choice)."""
     import jax
 
     jax.config.update("jax_enable_x64", x64)
@@ -36,18 +63,20 @@ def _parse_stiffness(s: str):
         return s
 
 
-def _estimator_params(args) -> dict:
-    p = {"bcg": {}, "bcg-stein": {}}
+def _estimator_params(args, capacity_for=("bcg", "bcg-stein")) -> dict:
+    """``--param NS.KEY=VALUE`` (and ``--capacity``) as ``{NS: {KEY: value}}``; values are
+    JSON where they parse as JSON, else strings."""
+    p = {name: {} for name in capacity_for}
     if args.capacity is not None:
         try:
             c = float(args.capacity)
         except ValueError:
             raise ValueError(f"--capacity must be a number, got {args.capacity!r}") from None
-        for name in ("bcg", "bcg-stein"):
+        for name in capacity_for:
             p[name]["capacity"] = int(c) if c >= 1 and c == int(c) else c
     for kv in args.param or []:
         if "=" not in kv or "." not in kv.split("=")[0]:
-            raise ValueError(f"--param expects ESTIMATOR.NAME=VALUE, got {kv!r}")
+            raise ValueError(f"--param expects NAMESPACE.NAME=VALUE, got {kv!r}")
         k, v = kv.split("=", 1)
         name, par = k.split(".", 1)
         try:
@@ -140,20 +169,51 @@ def cmd_tasks(args) -> int:
 
 
 def _run_description(args) -> dict:
-    """The run description stored in run.json (see :mod:`bcg.learners.registry`)."""
-    config = {}
-    if args.actor_hidden:
-        config["actor_hidden"] = [int(x) for x in args.actor_hidden.split(",") if x]
+    """The run description stored in run.json (see :mod:`bcg.learners.registry`).
+
+    ``--param NS.KEY=VALUE`` goes to the estimator (NS = the ``--estimator``), the learner
+    (NS = the ``--learner``: its config) or the env factory (NS = ``env``); any other
+    namespace is an error that names it (validated with the keys by ``registry.validate``).
+    """
+    learner = args.learner
+    estimator = args.estimator
+    if learner == "ppo":
+        estimator = None if estimator in (None, "analytic") else estimator
+    elif estimator is None:
+        estimator = "bcg"
+    if args.capacity is not None and estimator not in ("bcg", "bcg-stein"):
+        raise ValueError(f"--capacity applies to --estimator bcg / bcg-stein, not {estimator}")
+    params = _estimator_params(args, capacity_for=(estimator,) if args.capacity else ())
+    namespaces = {learner, "env"} | ({estimator} if estimator else set())
+    stray = sorted(f"{ns}.{k}" for ns, kv in params.items() if ns not in namespaces for k in kv)
+    if stray:
+        raise ValueError(
+            f"--param {', '.join(stray)} does not apply to this run (--learner {learner}"
+            + (f", --estimator {estimator}" if estimator else "")
+            + f"); namespaces here: {', '.join(sorted(namespaces))}"
+        )
+    config = dict(params.get(learner, {}))
+    hidden = {"actor_hidden": args.actor_hidden, "critic_hidden": args.critic_hidden}
+    if learner == "ppo":  # brax's names for the same network sizes
+        hidden = {
+            "policy_hidden_layer_sizes": args.actor_hidden,
+            "value_hidden_layer_sizes": args.critic_hidden,
+        }
+        if args.init_log_std is not None:
+            raise ValueError("--init-log-std applies to shac / bptt (brax PPO has its own)")
+    elif learner == "bptt" and args.critic_hidden:
+        raise ValueError("--critic-hidden applies to shac and ppo (bptt has no critic)")
+    for k, v in hidden.items():
+        if v:
+            config[k] = [int(x) for x in v.split(",") if x]
     if args.init_log_std is not None:
         config["init_log_std"] = args.init_log_std
-    if args.critic_hidden and args.learner == "shac":
-        config["critic_hidden"] = [int(x) for x in args.critic_hidden.split(",") if x]
     run = {
         "task": args.task,
         "stiffness": _parse_stiffness(args.stiffness),
-        "learner": args.learner,
-        "estimator": args.estimator,
-        "estimator_params": _estimator_params(args).get(args.estimator, {}),
+        "learner": learner,
+        "estimator": estimator,
+        "estimator_params": params.get(estimator, {}) if estimator else {},
         "iterations": args.iterations,
         "num_envs": args.num_envs,
         "horizon": args.horizon,
@@ -161,30 +221,35 @@ def _run_description(args) -> dict:
         "float64": bool(args.float64),
         "config": config,
     }
-    env_params = _estimator_params(args).get("env", {})  # --param env.NAME=VALUE
-    if env_params:
-        run["env_params"] = env_params
+    if params.get("env"):
+        run["env_params"] = params["env"]
+    if learner == "ppo":
+        run["timesteps"] = _ppo_timesteps(args)
     return run
+
+
+def _ppo_timesteps(args) -> int:
+    """PPO's env-step budget: ``--timesteps``, else iterations x envs x horizon (32)."""
+    return int(args.timesteps or args.iterations * args.num_envs * (args.horizon or 32))
 
 
 def _train_ppo(args, run: dict, run_dir: Path) -> int:
     """``--learner ppo``: hand over to bcg.learners.ppo.train_ppo (brax PPO, plain step)."""
-    import importlib.util
-
-    if importlib.util.find_spec("bcg.learners.ppo") is None:
-        raise ValueError("--learner ppo: bcg.learners.ppo is not available in this install")
+    from bcg.learners import harness
     from bcg.learners.ppo import train_ppo
     from bcg.learners.registry import make_run_env
 
     env = make_run_env(run)
-    steps = args.timesteps or run["iterations"] * run["num_envs"] * (run["horizon"] or 32)
+    harness.write_run(run_dir, run)
     train_ppo(
         env,
-        num_timesteps=int(steps),
+        num_timesteps=run["timesteps"],
         seed=run["seed"],
         run_dir=run_dir,
         num_envs=run["num_envs"],
         resume=args.resume,
+        progress=not args.quiet,
+        **run.get("config", {}),
     )
     print(f"saved the PPO run in {run_dir}")
     return 0
@@ -205,15 +270,18 @@ def cmd_train(args) -> int:
     from bcg.learners import registry
 
     registry.validate(run)
+    est = run["estimator"] or "plain"
     run_dir = Path(
-        args.run_dir
-        or f"runs/{args.task}_{args.learner}_{args.estimator}_{args.stiffness}_s{args.seed}"
+        args.run_dir or f"runs/{args.task}_{args.learner}_{est}_{args.stiffness}_s{args.seed}"
     )
-    if args.resume and run["learner"] != "ppo":
+    if args.resume:
         if not (run_dir / "run.json").exists():
             raise FileNotFoundError(f"--resume: no run in {run_dir} (missing run.json)")
         stored = json.loads((run_dir / "run.json").read_text())
         run = {**stored, "iterations": args.iterations}  # the stored run, maybe extended
+        if run["learner"] == "ppo":  # the budget, maybe extended
+            per_iteration = int(run["num_envs"]) * int(run.get("horizon") or 32)
+            run["timesteps"] = int(args.timesteps or args.iterations * per_iteration)
     if run["learner"] == "ppo":
         if args.devices is not None:
             raise ValueError("--devices applies to shac / bptt (brax PPO places its own devices)")
@@ -263,55 +331,18 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     if args.episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {args.episodes}")
-    path = Path(args.path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such run directory or checkpoint: {path}")
-    step = None
-    if path.name.isdigit() and path.parent.name == "checkpoints":  # a checkpoint directory
-        step, path = int(path.name), path.parent.parent
-    if (path / "ppo_config.json").exists():
-        return _eval_ppo(args, path)
-    if not (path / "run.json").exists():
-        raise FileNotFoundError(f"{path} is not a bcg run directory (missing run.json)")
-    run = json.loads((path / "run.json").read_text())
-    _setup_jax(run.get("float64", False))
+    _transfer_precision(args.path)
     import jax
 
-    from bcg.learners import harness, registry
+    from bcg.learners import harness
+    from bcg.transfer.policy import load_policy
 
-    if step is None and harness.latest_step(path) is None:
-        raise FileNotFoundError(f"no checkpoint in {path / 'checkpoints'}")
-    env, learner = registry.build(run)
-    template = learner.init(jax.random.PRNGKey(0))
-    state, it, env_steps, _ = harness.restore_checkpoint(path, template, step)
+    pol = load_policy(args.path)  # every learner's run (run.json), or a legacy PPO run
     res = harness.evaluate(
-        env,
-        learner.policy,
-        learner.policy_params(state),
-        args.episodes,
-        jax.random.PRNGKey(args.seed),
+        pol.env, lambda _, obs: pol.fn(obs), None, args.episodes, jax.random.PRNGKey(args.seed)
     )
-    return _print_eval(args, res, f"{path} (iteration {it}, {env_steps} env steps)")
-
-
-def _eval_ppo(args, path: Path) -> int:
-    _setup_jax(False)
-    import jax
-
-    from bcg.envs import make_env
-    from bcg.learners import ppo
-
-    cfg = json.loads((path / "ppo_config.json").read_text())
-    env = make_env(cfg.get("task", "hopper_jump"), stiffness=cfg.get("stiffness", "stiff"))
-    policy = ppo.load_ppo_policy(path, env)
-    mean, rets, lens = ppo.evaluate(env, policy, args.episodes, jax.random.PRNGKey(args.seed))
-    res = {
-        "mean_return": mean,
-        "mean_length": float(lens.mean()),
-        "returns": [float(x) for x in rets],
-        "lengths": [int(x) for x in lens],
-    }
-    return _print_eval(args, res, f"{path} (ppo)")
+    steps = f", {pol.env_steps} env steps" if pol.env_steps is not None else ""
+    return _print_eval(args, res, f"{pol.label}{steps}")
 
 
 def _print_eval(args, res: dict, label: str) -> int:
@@ -428,8 +459,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bcg", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--platform",
+        choices=PLATFORMS,
+        help="JAX backend to run on (default: JAX's choice, or the JAX_PLATFORMS variable)",
+    )
 
-    g = sub.add_parser("grad", help="gradient report of every estimator on a model or task")
+    g = sub.add_parser(
+        "grad", parents=[common], help="gradient report of every estimator on a model or task"
+    )
     src = g.add_mutually_exclusive_group()
     src.add_argument("--task", default="bouncing_ball", help="built-in task (see `bcg tasks`)")
     src.add_argument("--model", help="path to an MJCF file")
@@ -467,17 +506,24 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true")
     g.set_defaults(func=cmd_grad)
 
-    t = sub.add_parser("tasks", help="list built-in tasks")
+    t = sub.add_parser("tasks", parents=[common], help="list built-in tasks")
     t.set_defaults(func=cmd_tasks)
 
-    tr = sub.add_parser("train", help="train a policy (SHAC / BPTT through an estimator, PPO)")
+    tr = sub.add_parser(
+        "train", parents=[common], help="train a policy (SHAC / BPTT through an estimator, PPO)"
+    )
     tr.add_argument("--task", default="hopper_jump", help="training task (default hopper_jump)")
     tr.add_argument("--learner", default="shac", help="shac | bptt | ppo")
-    tr.add_argument("--estimator", default="bcg", help="analytic | bcg | bcg-stein | global-bundle")
+    tr.add_argument(
+        "--estimator",
+        help="analytic | bcg | bcg-stein | global-bundle (default bcg; ppo: none, plain step)",
+    )
     tr.add_argument(
         "--param",
         action="append",
-        help="estimator or env parameter, e.g. bcg.tau=100, env.reward=add (G1: ADD reward)",
+        help="NS.KEY=VALUE for the estimator (bcg.tau=100), the learner (shac.gamma=0.98, "
+        "ppo.learning_rate=1e-4) or the env (env.reward=add); repeatable; unknown ones are "
+        "errors",
     )
     tr.add_argument("--capacity", help="BCG bundle slots: int or fraction of the batch")
     tr.add_argument(
@@ -509,14 +555,18 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=cmd_train)
 
-    ev = sub.add_parser("eval", help="evaluate a trained policy (deterministic, plain step)")
+    ev = sub.add_parser(
+        "eval", parents=[common], help="evaluate a trained policy (deterministic, plain step)"
+    )
     ev.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
     ev.add_argument("--episodes", type=int, default=8)
     ev.add_argument("--seed", type=int, default=1)
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
     ev.set_defaults(func=cmd_eval)
 
-    xp = sub.add_parser("export", help="export a trained policy to ONNX (jax2onnx)")
+    xp = sub.add_parser(
+        "export", parents=[common], help="export a trained policy to ONNX (jax2onnx)"
+    )
     xp.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
     xp.add_argument("--onnx", required=True, help="output .onnx (metadata next to it as .json)")
     xp.add_argument("--check", type=int, default=256, help="random observations to check")
@@ -524,7 +574,9 @@ def build_parser() -> argparse.ArgumentParser:
     xp.set_defaults(func=cmd_export)
 
     tf = sub.add_parser(
-        "transfer", help="run a trained policy in native MuJoCo (falls, penetration, tracking)"
+        "transfer",
+        parents=[common],
+        help="run a trained policy in native MuJoCo (falls, penetration, tracking)",
     )
     tf.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
     tf.add_argument("--runs", type=int, default=5, help="runs (default 5)")
@@ -539,7 +591,9 @@ def build_parser() -> argparse.ArgumentParser:
     tf.set_defaults(func=cmd_transfer)
 
     dp = sub.add_parser(
-        "deploy", help="50 Hz deploy loop over unitree_sdk2 LowCmd/LowState (MuJoCo or robot)"
+        "deploy",
+        parents=[common],
+        help="50 Hz deploy loop over unitree_sdk2 LowCmd/LowState (MuJoCo or robot)",
     )
     dp.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
     dp.add_argument("--onnx", help="run this exported policy with onnxruntime (default: JAX)")
@@ -562,6 +616,8 @@ def main(argv=None) -> int:
         from bcg.sim.model import ModelError
 
     try:
+        _select_platform(args.platform)
+        print(device_line(), file=sys.stderr)
         return args.func(args)
     except (ModelError, ValueError, FileNotFoundError) as e:
         msg = " ".join(ln.strip() for ln in str(e).splitlines() if ln.strip())  # one line

@@ -88,13 +88,53 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
         (["train", "--iterations", "0"], "--iterations must be >= 1"),
         (["train", "--resume", "--run-dir", "/nonexistent/run"], "no run in"),
         (["eval", "/nonexistent/run"], "no such run directory"),
+        # --param: every namespace and key is checked, and named in the error
+        (["train", "--task", "toy", "--param", "shac.gammma=0.9"], "shac.gammma"),
+        (["train", "--task", "toy", "--estimator", "analytic", "--param", "bcg.tau=1"], "bcg.tau"),
+        (["train", "--task", "toy", "--learner", "bptt", "--param", "shac.lam=0.9"], "shac.lam"),
+        (["train", "--task", "toy", "--param", "shac.gamma=fast"], "shac.gamma='fast'"),
+        (["train", "--task", "toy", "--param", "shac.actor_hidden=8"], "expects a list"),
+        (["train", "--task", "toy", "--param", "shac.num_envs=4"], "--num-envs"),
+        (["train", "--task", "toy", "--param", "bcg.taux=4"], "taux"),
+        (["train", "--task", "toy", "--param", "env.nope=1"], "env.nope"),
+        (["train", "--task", "toy", "--learner", "ppo", "--param", "ppo.lr=1"], "ppo.lr"),
+        (["train", "--task", "toy", "--learner", "ppo", "--estimator", "bcg"], "no --estimator"),
+        (["train", "--task", "toy", "--estimator", "analytic", "--capacity", "4"], "--capacity"),
     ],
 )
-def test_cli_bad_input_is_a_clear_error(toy_task, argv, msg, capsys):
+def test_cli_bad_input_is_a_clear_error(toy_task, argv, msg, capsys, monkeypatch):
+    from bcg.learners import harness, ppo
+
+    def fail(*a, **k):
+        raise AssertionError("reached training before the argument error")
+
+    monkeypatch.setattr(harness, "train", fail)
+    monkeypatch.setattr(ppo, "train_ppo", fail)
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert f"bcg: error: {msg}" in err or msg in err
     assert "Traceback" not in err
+
+
+def test_cli_learner_params_reach_the_learner(toy_task, tmp_path, monkeypatch):
+    """``--param shac.NAME=VALUE`` lands in run.json's config and in the built learner."""
+    from bcg.learners import harness, registry
+
+    seen = {}
+
+    def fake_train(learner, run_dir, **kw):
+        seen["learner"], seen["run"] = learner, kw["run_config"]
+        raise SystemExit(0)
+
+    monkeypatch.setattr(harness, "train", fake_train)
+    argv = ["train", "--task", "toy", "--estimator", "analytic", *TINY, "--quiet"]
+    argv += ["--param", "shac.gamma=0.5", "--param", "shac.betas=[0.9,0.99]"]
+    with pytest.raises(SystemExit):
+        cli.main([*argv, "--run-dir", str(tmp_path / "r")])
+    assert seen["run"]["config"]["gamma"] == 0.5
+    assert seen["learner"].cfg.gamma == 0.5 and seen["learner"].cfg.betas == (0.9, 0.99)
+    _, rebuilt = registry.build(seen["run"])
+    assert rebuilt.cfg.gamma == 0.5
 
 
 def test_cli_eval_without_checkpoint(tmp_path, capsys):

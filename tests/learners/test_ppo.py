@@ -179,12 +179,14 @@ def test_train_ppo_end_to_end_and_reload(pogo, tmp_path):
     # metrics: one row per evaluation, increasing env steps, finite returns
     rows = _read(run / "metrics.csv")
     assert len(rows) == len(history) == 3
-    assert {"env_steps", "wall_time_s", "eval_return"} <= set(rows[0])
+    assert {"iteration", "env_steps", "wall_time", "eval_return"} <= set(rows[0])
+    assert [int(r["iteration"]) for r in rows] == [1, 2, 3]
+    assert (run / "training.png").stat().st_size > 1000
     steps = [int(r["env_steps"]) for r in rows]
     assert steps[0] == 0 and all(b > a for a, b in zip(steps, steps[1:], strict=False))
     assert steps == [0, 64, 128]  # 2 epochs x 2 updates x (4 x 2 trajectories x 4 steps)
     assert all(np.isfinite(float(r["eval_return"])) for r in rows)
-    assert all(float(r["wall_time_s"]) > 0 for r in rows)
+    assert all(float(r["wall_time"]) > 0 for r in rows)
     assert list(run.glob("events.out.tfevents.*")), "no TensorBoard event file"
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [f"{64:012d}", f"{128:012d}"]
 
@@ -217,7 +219,7 @@ def test_train_ppo_resume_continues_from_the_last_checkpoint(pogo, tmp_path):
     assert [r["env_steps"] for r in hist] == [192, 256]
     rows = _read(run / "metrics.csv")
     assert [int(r["env_steps"]) for r in rows] == [0, 64, 128, 192, 256]
-    times = [float(r["wall_time_s"]) for r in rows]
+    times = [float(r["wall_time"]) for r in rows]
     assert times == sorted(times)
     assert latest_checkpoint(run)[1] == 256
     # the normaliser kept counting from the restored state (not restarted at 0)

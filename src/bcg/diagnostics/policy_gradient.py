@@ -12,10 +12,11 @@ and the objective of one initial state b, the mean height of the objective body 
     J_b(theta) = (1/T) sum_{t=1..T} c . qpos_t        (c: first free / slide body's height),
 
 computed through any step estimator (per-sample gradients: theta is tiled per environment and
-the gradient of sum_b J_b(theta_b) gives every d J_b / d theta_b in one backward pass). The
-reference is independent: native MuJoCo (the Sim's ``mj_model``, full solver iterations),
-closed-loop rollouts in numpy, central finite differences of the Monte-Carlo mean over a larger
-batch with common random numbers,
+the gradient of sum_b J_b(theta_b) gives every d J_b / d theta_b in one backward pass; large
+batches run in chunks of samples, :mod:`bcg.diagnostics.chunking`, with the same per-sample
+random numbers as one call). The reference is independent: native MuJoCo (the Sim's
+``mj_model``, full solver iterations), closed-loop rollouts in numpy, central finite
+differences of the Monte-Carlo mean over a larger batch with common random numbers,
 
     g_ref_k = [mean_b J_b(theta + h e_k) - mean_b J_b(theta - h e_k)] / (2 h).
 """
@@ -30,6 +31,7 @@ import mujoco
 import numpy as np
 
 from bcg import estimators as E
+from bcg.diagnostics import chunking
 from bcg.diagnostics.objective import default_objective
 from bcg.sim.model import Sim
 from bcg.sim.step import make_data
@@ -73,13 +75,16 @@ def policy_ctrl(theta, qpos, qvel, nu):
 
 
 def gradient_function(problem: PolicyProblem, est):
-    """Compiled ``g(theta_tiled (N, P), qpos0, qvel0, key) -> (G (N, P), J (N,), bundled)``."""
+    """Compiled ``g(theta_tiled (N, P), qpos0, qvel0, key, offset=0) -> (G (N, P), J (N,),
+    bundled)``: the samples are samples ``offset .. offset + N - 1`` of a larger batch drawn
+    with ``key`` (their random numbers are those of that batch; pass ``offset`` as a uint32
+    array so that every chunk reuses one compilation)."""
     sim, T = problem.sim, problem.horizon
     nu = sim.nu
     c = jnp.asarray(problem.height_qpos)
     template = make_data(sim)
 
-    def total(theta, qpos0, qvel0, key):
+    def total(theta, qpos0, qvel0, key, offset):
         N = theta.shape[0]
         d0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (N,) + x.shape), template)
         d0 = d0.replace(qpos=qpos0, qvel=qvel0)
@@ -87,7 +92,7 @@ def gradient_function(problem: PolicyProblem, est):
         def body(carry, k):
             d = est.state(carry)
             u = jax.vmap(lambda th, q, v: policy_ctrl(th, q, v, nu))(theta, d.qpos, d.qvel)
-            carry, stats = est.step(sim, carry, u, k)
+            carry, stats = est.step(sim, carry, u, chunking.offset_key(k, offset))
             return carry, (est.state(carry).qpos @ c, stats.bundled)
 
         carry0 = est.init(sim, d0)
@@ -95,11 +100,37 @@ def gradient_function(problem: PolicyProblem, est):
         J = jnp.mean(z, axis=0)
         return jnp.sum(J), (J, jnp.sum(bundled))
 
-    def g(theta, qpos0, qvel0, key):
-        G, (J, bundled) = jax.grad(total, has_aux=True)(theta, qpos0, qvel0, key)
+    def g(theta, qpos0, qvel0, key, offset=0):
+        G, (J, bundled) = jax.grad(total, has_aux=True)(theta, qpos0, qvel0, key, offset)
         return G, J, bundled
 
     return jax.jit(g)
+
+
+def gradients(problem: PolicyProblem, est, key, *, chunk_size: int | None = None, fn=None):
+    """Per-sample gradients of every initial state of ``problem`` at its nominal theta, in
+    chunks of at most ``chunk_size`` samples (None: :func:`bcg.diagnostics.chunking.
+    chunk_size_for`, bounded samples x branches per call). Returns numpy ``(G (N, P), J (N,),
+    bundled env-steps)``, the same as one call of :func:`gradient_function` on the whole batch.
+    ``fn``: a compiled :func:`gradient_function` of ``est`` to reuse."""
+    if isinstance(est, E.ObjectiveLevel):
+        raise ValueError("the policy-gradient report takes step-level estimators")
+    g = gradient_function(problem, est) if fn is None else fn
+    N, P = problem.qpos0.shape[0], problem.theta.size
+    theta = np.asarray(problem.theta)
+    Gs, Js, bundled = [], [], 0
+    for start, stop in chunking.chunk_bounds(N, chunking.chunk_size_for(est, chunk_size)):
+        G, J, b = g(
+            jnp.broadcast_to(jnp.asarray(theta), (stop - start, P)),
+            jnp.asarray(problem.qpos0[start:stop]),
+            jnp.asarray(problem.qvel0[start:stop]),
+            key,
+            np.uint32(start),
+        )
+        Gs.append(np.asarray(G))  # waits for the chunk: one call in flight, bounded memory
+        Js.append(np.asarray(J))
+        bundled += int(b)
+    return np.concatenate(Gs), np.concatenate(Js), bundled
 
 
 def native_objective(problem: PolicyProblem, theta, qpos0, qvel0) -> np.ndarray:
@@ -135,23 +166,29 @@ def reference_gradient(problem: PolicyProblem, qpos0, qvel0, h: float = 1e-2) ->
 
 
 def report(
-    problem: PolicyProblem, estimators: dict, ref_states, *, seed: int = 0, h=1e-2, on_result=None
+    problem: PolicyProblem,
+    estimators: dict,
+    ref_states,
+    *,
+    seed: int = 0,
+    h=1e-2,
+    on_result=None,
+    chunk_size: int | None = None,
 ):
     """Per estimator: mean gradient and its standard error, summed variance, cosine to the native
     reference, mean J, bundled fraction, NaN count. ``ref_states``: (qpos, qvel) of the
     reference's larger batch. ``on_result(name, entry)`` is called as each estimator finishes
-    (long runs print as they go)."""
+    (long runs print as they go). ``chunk_size``: samples per compiled call (None: bounded
+    samples x branches, see :func:`gradients`; the result does not depend on it)."""
     from bcg.diagnostics.report import bootstrap_interval, cosine, summed_variance
 
     ref = reference_gradient(problem, *ref_states, h=h)
     N = problem.qpos0.shape[0]
-    theta = jnp.broadcast_to(jnp.asarray(problem.theta), (N, problem.theta.size))
     out = {"reference": ref.tolist(), "estimators": {}}
     for name, est in estimators.items():
         if isinstance(est, E.ObjectiveLevel):
             raise ValueError(f"{name}: the policy-gradient report takes step-level estimators")
-        g = gradient_function(problem, est)
-        G, J, bundled = g(theta, problem.qpos0, problem.qvel0, jax.random.PRNGKey(seed))
+        G, J, bundled = gradients(problem, est, jax.random.PRNGKey(seed), chunk_size=chunk_size)
         G = np.asarray(G, np.float64)
         finite = np.all(np.isfinite(G), axis=1)
         Gf = G[finite]

@@ -15,6 +15,10 @@ estimator:
 * ``nan_count``: non-finite gradient entries;
 * ``time_ratio_vs_analytic``: median wall time of the compiled gradient over the analytic one,
   measured in the same run.
+
+Large batches are computed in chunks of samples (``chunk_size``; by default bounded samples x
+rollouts per call, :mod:`bcg.diagnostics.chunking`), each sample with the random numbers it has
+in the whole batch, so the result does not depend on the chunking.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcg import estimators as E
+from bcg.diagnostics import chunking
 from bcg.diagnostics.objective import ObjectiveSpec, default_objective
 from bcg.diagnostics.reference import reference_gradient
 from bcg.diagnostics.timing import interleaved_medians
@@ -143,20 +148,21 @@ def task_problem(task, stiffness, *, batch: int, seed: int = 0, horizon=None) ->
 
 
 def _objective_fn(problem: GradProblem, est):
-    """fn(mx, theta (N, dim), key) -> (sum_b J_b, (J, stats)) for a step-level estimator."""
+    """fn(mx, theta (N, dim), qpos0, qvel0, ctrl, key, offset) -> (sum_b J_b, (J, stats)) for a
+    step-level estimator; the N samples are samples offset .. offset + N - 1 of the batch."""
     sim, spec = problem.sim, problem.spec
     k = len(spec.vel_dofs)
     T, nu = problem.ctrl.shape
     template = make_data(sim)
     dofs = jnp.asarray(spec.vel_dofs)
 
-    def fn(mx, theta, qpos0, qvel0, ctrl, key):
+    def fn(mx, theta, qpos0, qvel0, ctrl, key, offset=0):
         s = dataclasses.replace(sim, mjx_model=mx)
         N = theta.shape[0]
         d0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (N,) + x.shape), template)
         d0 = d0.replace(qpos=qpos0, qvel=qvel0.at[:, dofs].add(theta[:, :k]))
         u = ctrl[None] + theta[:, k:].reshape(N, T, nu)
-        dT, stats = E.rollout(s, est, d0, jnp.swapaxes(u, 0, 1), key)
+        dT, stats = chunking.rollout(s, est, d0, jnp.swapaxes(u, 0, 1), key, offset)
         J = spec.value(dT.qpos, dT.qvel)
         return jnp.sum(J), (J, stats)
 
@@ -164,15 +170,18 @@ def _objective_fn(problem: GradProblem, est):
 
 
 def gradient_function(problem: GradProblem, est):
-    """Compiled g(mx, qpos0, qvel0, ctrl, key) -> (G (N, dim), J (N,), stats)."""
+    """Compiled g(mx, qpos0, qvel0, ctrl, key, offset=0) -> (G (N, dim), J (N,), stats): the
+    N samples are samples offset .. offset + N - 1 of a batch drawn with ``key`` and get that
+    batch's random numbers (pass ``offset`` as a uint32 array: one compilation for every
+    chunk). ``stats``: StepStats summed over the N samples, leading axis T."""
     fn = _objective_fn(problem, est if not isinstance(est, E.ObjectiveLevel) else E.PlainStep())
     dim = problem.dim
 
     if isinstance(est, E.ObjectiveLevel):
 
-        def g(mx, qpos0, qvel0, ctrl, key):
+        def g(mx, qpos0, qvel0, ctrl, key, offset=0):
             N = qpos0.shape[0]
-            keys = jax.random.split(key, N)
+            keys = jax.random.split(chunking.offset_key(key, offset), N)
 
             def smoothed(t, q, v, kb):  # est applied to theta -> J_b(theta) of one sample
                 def Jb(th):
@@ -185,17 +194,49 @@ def gradient_function(problem: GradProblem, est):
 
             theta = jnp.zeros((N, dim), qpos0.dtype)
             G = jax.grad(total)(theta)
-            _, (J, stats) = fn(mx, theta, qpos0, qvel0, ctrl, key)
+            _, (J, stats) = fn(mx, theta, qpos0, qvel0, ctrl, key, offset)
             return G, J, stats
 
         return jax.jit(g)
 
-    def g(mx, qpos0, qvel0, ctrl, key):
+    def g(mx, qpos0, qvel0, ctrl, key, offset=0):
         theta = jnp.zeros((qpos0.shape[0], dim), qpos0.dtype)
-        G, (J, stats) = jax.grad(fn, argnums=1, has_aux=True)(mx, theta, qpos0, qvel0, ctrl, key)
+        G, (J, stats) = jax.grad(fn, argnums=1, has_aux=True)(
+            mx, theta, qpos0, qvel0, ctrl, key, offset
+        )
         return G, J, stats
 
     return jax.jit(g)
+
+
+def chunked_gradient_function(problem: GradProblem, est, chunk_size: int | None = None):
+    """h(mx, qpos0, qvel0, ctrl, key) -> numpy (G (N, dim), J (N,), stats): the result of
+    :func:`gradient_function` on the whole batch, computed in chunks of at most ``chunk_size``
+    samples (None: :func:`bcg.diagnostics.chunking.chunk_size_for`, bounded samples x rollouts
+    per call), one chunk in flight at a time. ``stats`` are summed over the chunks (with a finite
+    BCG capacity, each chunk has its own slots)."""
+    g = gradient_function(problem, est)
+    size = chunking.chunk_size_for(est, chunk_size)
+
+    def h(mx, qpos0, qvel0, ctrl, key):
+        qpos0, qvel0 = np.asarray(qpos0), np.asarray(qvel0)
+        Gs, Js, stats = [], [], None
+        for start, stop in chunking.chunk_bounds(qpos0.shape[0], size):
+            G, J, st = g(
+                mx,
+                jnp.asarray(qpos0[start:stop]),
+                jnp.asarray(qvel0[start:stop]),
+                ctrl,
+                key,
+                np.uint32(start),
+            )
+            Gs.append(np.asarray(G))  # waits for the chunk: bounded memory
+            Js.append(np.asarray(J))
+            st = jax.tree_util.tree_map(np.asarray, st)
+            stats = st if stats is None else jax.tree_util.tree_map(np.add, stats, st)
+        return np.concatenate(Gs), np.concatenate(Js), stats
+
+    return h
 
 
 # --------------------------------------------------------------------------- statistics
@@ -235,11 +276,15 @@ def run_report(
     h_ctrl=1e-2,
     repeats: int = 3,
     progress=None,
+    chunk_size: int | None = None,
 ) -> dict:
     """Run every estimator on ``problem`` and collect the statistics (a JSON-able dict).
 
     ``estimators`` maps a label to an estimator object (see :func:`bcg.estimators.make`);
-    ``analytic`` is always included (it is the time unit).
+    ``analytic`` is always included (it is the time unit). ``chunk_size``: samples per compiled
+    call (None: per estimator, samples x rollouts per call bounded by
+    :data:`bcg.diagnostics.chunking.MAX_ROLLOUTS_PER_CALL`); the gradients do not depend on it,
+    the timings include every chunk.
     """
     check_differentiable(problem.sim)
     if "analytic" not in estimators:
@@ -247,8 +292,8 @@ def run_report(
     mx = problem.sim.mjx_model
     args = (
         mx,
-        jnp.asarray(problem.qpos0),
-        jnp.asarray(problem.qvel0),
+        np.asarray(problem.qpos0),
+        np.asarray(problem.qvel0),
         jnp.asarray(problem.ctrl),
         jax.random.PRNGKey(seed),
     )
@@ -276,7 +321,7 @@ def run_report(
     for label, est in estimators.items():
         if progress:
             progress(f"{label}: compiling")
-        f = gradient_function(problem, est)
+        f = chunked_gradient_function(problem, est, chunk_size)
         t0 = time.perf_counter()
         G, J, stats = jax.block_until_ready(f(*args))
         compile_s = time.perf_counter() - t0

@@ -97,6 +97,18 @@ def evaluate(env: ContactEnv, policy, params, episodes: int, key, episode_length
     return out
 
 
+# ---------------------------------------------------------------------------- run.json
+
+
+def write_run(run_dir, run: dict) -> Path:
+    """Write the run description (every learner's, see :mod:`bcg.learners.registry`)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / RUN_FILE
+    path.write_text(json.dumps(run, indent=2))
+    return path
+
+
 # ---------------------------------------------------------------------------- checkpoints
 
 
@@ -250,9 +262,9 @@ def train(
     if devices is not None or learner.mesh is None:
         learner = learner.sharded(devices)  # ValueError if num_envs is not divisible
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     if run_config is not None:
-        (run_dir / RUN_FILE).write_text(json.dumps(run_config, indent=2))
+        write_run(run_dir, run_config)
+    run_dir.mkdir(parents=True, exist_ok=True)
     csv_path = run_dir / CSV_FILE
     env = learner.env
     n_iter = learner.iterations

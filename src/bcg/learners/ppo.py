@@ -21,8 +21,10 @@ Defaults (:data:`PPO_DEFAULTS`, every one overridable through ``**ppo_kwargs``),
 * 10 evaluations over the run, each 16 environments x one episode with the deterministic
   policy (the mean action), in brax's evaluator.
 
-Files written in ``run_dir``: ``metrics.csv`` (one row per evaluation: env_steps, wall_time_s,
-eval_return, eval_return_std, eval_episode_length, train_sps), a tensorboardX event file,
+Files written in ``run_dir``: ``metrics.csv`` (one row per evaluation: iteration (the evaluation's
+number), env_steps, wall_time, eval_return, eval_return_std, eval_episode_length, train_sps:
+the column names of :mod:`bcg.learners.harness` where they mean the same), ``training.png``
+(eval return vs env steps and vs wall time), a tensorboardX event file,
 ``ppo_params.pkl`` (``brax.io.model.save_params`` of the ``(normalizer, policy, value)``
 params), ``ppo_config.json`` (what :func:`load_ppo_policy` needs to rebuild the networks, plus
 the run's settings) and ``checkpoints/<env steps>/``
@@ -77,9 +79,10 @@ NETWORK_DEFAULTS: dict = dict(
     value_hidden_layer_sizes=(64, 64),
     activation="swish",
 )
-CSV_COLUMNS = (
+CSV_COLUMNS = (  # the names of bcg.learners.harness's metrics.csv where they mean the same
+    "iteration",
     "env_steps",
-    "wall_time_s",
+    "wall_time",
     "eval_return",
     "eval_return_std",
     "eval_episode_length",
@@ -124,9 +127,18 @@ def latest_checkpoint(run_dir) -> tuple[Path, int] | None:
 class _RunLog:
     """metrics.csv + TensorBoard + progress lines for one run."""
 
-    def __init__(self, run_dir, progress: bool, step_offset: int, time_offset: float, append: bool):
+    def __init__(
+        self,
+        run_dir,
+        progress: bool,
+        step_offset: int,
+        time_offset: float,
+        append: bool,
+        row_offset: int = 0,
+    ):
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.progress = progress
+        self.row_offset = row_offset  # evaluations logged by the run before a resume
         self.step_offset = step_offset
         self.time_offset = time_offset
         self.t0 = time.time()
@@ -149,8 +161,9 @@ class _RunLog:
         if step == 0 and self.step_offset > 0:
             return  # the restored policy's evaluation: already logged by the previous run
         row = {
+            "iteration": len(self.history) + 1 + self.row_offset,
             "env_steps": int(step) + self.step_offset,
-            "wall_time_s": round(time.time() - self.t0 + self.time_offset, 3),
+            "wall_time": round(time.time() - self.t0 + self.time_offset, 3),
             "eval_return": float(metrics.get("eval/episode_reward", math.nan)),
             "eval_return_std": float(metrics.get("eval/episode_reward_std", math.nan)),
             "eval_episode_length": float(metrics.get("eval/avg_episode_length", math.nan)),
@@ -166,11 +179,11 @@ class _RunLog:
                 v = np.asarray(v)
                 if v.size == 1 and np.isfinite(v):
                     self._tb.add_scalar(k, float(v), s)
-            self._tb.add_scalar("wall_time_s", row["wall_time_s"], s)
+            self._tb.add_scalar("wall_time", row["wall_time"], s)
             self._tb.flush()
         if self.progress:
             print(
-                f"[ppo] env steps {row['env_steps']:>9d}  {row['wall_time_s']:8.1f} s  "
+                f"[ppo] env steps {row['env_steps']:>9d}  {row['wall_time']:8.1f} s  "
                 f"eval return {row['eval_return']:9.3f} +- {row['eval_return_std']:.3f}  "
                 f"episode length {row['eval_episode_length']:6.1f}",
                 flush=True,
@@ -234,7 +247,7 @@ def train_ppo(
     kw = {**PPO_DEFAULTS, "batch_size": num_envs, **ppo_kwargs, "num_envs": num_envs}
     episode_length = int(episode_length or env.episode_length)
 
-    step_offset, time_offset = 0, 0.0
+    step_offset, time_offset, row_offset = 0, 0.0, 0
     if run_dir is not None:
         run_dir = Path(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -244,7 +257,8 @@ def train_ppo(
                 kw["restore_checkpoint_path"] = str(ck[0].absolute())
                 step_offset = ck[1]
                 prev = _read_csv(run_dir / "metrics.csv")
-                time_offset = prev[-1]["wall_time_s"] if prev else 0.0
+                time_offset = _wall_time(prev[-1]) if prev else 0.0
+                row_offset = len(prev)
         elif (run_dir / CHECKPOINT_DIR).is_dir():  # a fresh run: drop stale checkpoints
             for p in (run_dir / CHECKPOINT_DIR).iterdir():
                 if p.is_dir() and p.name.isdigit():
@@ -264,7 +278,9 @@ def train_ppo(
             kw.get("policy_params_fn"),
         )
 
-    log = _RunLog(run_dir, progress, step_offset, time_offset, append=step_offset > 0)
+    log = _RunLog(
+        run_dir, progress, step_offset, time_offset, append=step_offset > 0, row_offset=row_offset
+    )
     try:
         make_policy, params, _ = ppo.train(
             environment=benv,
@@ -295,6 +311,11 @@ def train_ppo(
             **(run_config or {}),
         }
         (run_dir / CONFIG_FILE).write_text(json.dumps(cfg, indent=2))
+        rows = _read_csv(run_dir / "metrics.csv")
+        if rows:
+            from bcg.learners.harness import PLOT_FILE, plot_training
+
+            plot_training(rows, run_dir / PLOT_FILE, title=f"{run_dir.name} (PPO)")
     return make_policy, params, log.history
 
 
@@ -332,6 +353,11 @@ def _stiffness_spec(env: ContactEnv):
     if st.timeconst is None:
         return st.label
     return float(st.timeconst)
+
+
+def _wall_time(row: dict) -> float:
+    """Wall time of a metrics.csv row (``wall_time_s`` in runs written before the rename)."""
+    return float(row.get("wall_time", row.get("wall_time_s", 0.0)))
 
 
 def _read_csv(path) -> list[dict]:

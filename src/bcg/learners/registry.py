@@ -1,8 +1,14 @@
-"""Build a learner from a JSON-able run description (what ``bcg train`` stores in run.json).
+"""Build a learner from a JSON-able run description (what ``bcg train`` stores in run.json,
+for every learner, PPO included).
 
 {"task": "hopper_jump", "stiffness": "stiff", "learner": "shac", "estimator": "bcg",
  "estimator_params": {...}, "iterations": 200, "num_envs": 16, "horizon": 32,
- "config": {...SHACConfig / BPTTConfig overrides...}, "env_params": {...}}
+ "config": {...SHACConfig / BPTTConfig / PPO overrides...}, "env_params": {...}}
+
+``config`` keys are the learner's tunable settings (:func:`learner_settings`: the fields of
+``SHACConfig`` / ``BPTTConfig``, or brax PPO's :data:`bcg.learners.ppo.PPO_DEFAULTS` and
+network sizes), ``bcg train --param shac.gamma=0.98``. :func:`validate` rejects unknown keys
+and values of the wrong type by name, before anything is built or compiled.
 
 ``env_params`` (optional; ``bcg train --param env.NAME=VALUE``) are keyword arguments of the
 task's env factory, e.g. ``{"reward": "add"}`` for the G1 tasks (:mod:`bcg.envs.g1.add`).
@@ -11,9 +17,10 @@ task's env factory, e.g. ``{"reward": "add"}`` for the G1 tasks (:mod:`bcg.envs.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 from bcg import estimators as E
-from bcg.envs import make_env
+from bcg.envs import POLICY_ENVS, make_env
 
 GRADIENT_LEARNERS = ("shac", "bptt")
 LEARNERS = (*GRADIENT_LEARNERS, "ppo")
@@ -21,11 +28,95 @@ LEARNED_REWARD = ("shac",)  # learners that train a learned reward (env.reward_m
 STEP_ESTIMATORS = ("analytic", "bcg", "bcg-stein", "global-bundle")
 
 
+# set by their own command-line flags (--num-envs, --horizon), not through --param
+SIZE_SETTINGS = ("num_envs", "horizon")
+
+
+def learner_settings(learner: str) -> dict:
+    """``{name: default}`` of the settings a user may override for ``learner`` (run.json
+    ``config``, ``bcg train --param LEARNER.NAME=VALUE``)."""
+    if learner == "ppo":
+        from bcg.learners.ppo import NETWORK_DEFAULTS, PPO_DEFAULTS
+
+        out = {**PPO_DEFAULTS, **NETWORK_DEFAULTS, "batch_size": PPO_DEFAULTS["num_envs"]}
+    else:
+        from bcg.learners.bptt import BPTTConfig
+        from bcg.learners.shac import SHACConfig
+
+        cfg = {"shac": SHACConfig, "bptt": BPTTConfig}[learner]
+        out = {f.name: f.default for f in dataclasses.fields(cfg)}
+    return {k: v for k, v in out.items() if k not in SIZE_SETTINGS}
+
+
+def _type_error(value, default) -> str | None:
+    """Why ``value`` cannot replace ``default`` (None when it can)."""
+    if default is None:
+        return None
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else "expects true or false"
+    if isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else "expects an integer"
+    if isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if ok else "expects a number"
+    if isinstance(default, (tuple, list)):
+        return None if isinstance(value, (list, tuple)) else "expects a list, e.g. [64,64]"
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "expects a string"
+    return None
+
+
+def check_config(learner: str, config: dict) -> None:
+    """ValueError naming every unknown or mistyped ``config`` key of ``learner``."""
+    allowed = learner_settings(learner)
+    unknown = sorted(set(config) - set(allowed))
+    if unknown:
+        names = ", ".join(f"{learner}.{k}" for k in unknown)
+        sized = [k for k in unknown if k in SIZE_SETTINGS]
+        hint = (
+            f" (set {', '.join('--' + k.replace('_', '-') for k in sized)} instead)"
+            if sized
+            else ""
+        )
+        raise ValueError(
+            f"unknown {learner} setting(s) {names}{hint}; valid: {', '.join(sorted(allowed))}"
+        )
+    for k, v in config.items():
+        why = _type_error(v, allowed[k])
+        if why:
+            raise ValueError(f"{learner}.{k}={v!r}: {why} (default {allowed[k]!r})")
+
+
+def check_env_params(task: str, params: dict) -> None:
+    """ValueError naming env parameters that ``task``'s factory does not take."""
+    factory = POLICY_ENVS.get(task)
+    if factory is None or not params:
+        return
+    sig = inspect.signature(factory)
+    if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+        return  # forwarded further: the factory itself reports unknown ones
+    unknown = sorted(set(params) - set(sig.parameters))
+    if unknown:
+        valid = sorted(set(sig.parameters) - {"stiffness"})
+        raise ValueError(
+            f"task {task!r} takes no env parameter(s) "
+            f"{', '.join('env.' + k for k in unknown)}; valid: {', '.join(valid) or 'none'}"
+        )
+
+
 def validate(run: dict) -> None:
-    """ValueError for an unknown learner / estimator or bad sizes (before anything compiles)."""
+    """ValueError for an unknown learner / estimator / setting / parameter or bad sizes (before
+    anything is built or compiled)."""
     if run["learner"] not in LEARNERS:
         raise ValueError(f"unknown learner {run['learner']!r}; choose from {', '.join(LEARNERS)}")
-    if run["estimator"] not in E.NAMES:
+    if run["learner"] == "ppo":  # PPO never differentiates the step: no estimator
+        if run.get("estimator") not in (None, "analytic") or run.get("estimator_params"):
+            raise ValueError(
+                "--learner ppo trains on the plain step: it takes no --estimator, estimator "
+                "--param or --capacity"
+            )
+    elif run["estimator"] not in E.NAMES:
         raise ValueError(
             f"unknown estimator {run['estimator']!r}; choose from {', '.join(STEP_ESTIMATORS)}"
         )
@@ -39,6 +130,10 @@ def validate(run: dict) -> None:
             raise ValueError(f"{k} must be >= 1, got {run[k]}")
     if run.get("horizon") is not None and int(run["horizon"]) < 1:
         raise ValueError(f"horizon must be >= 1, got {run['horizon']}")
+    check_config(run["learner"], dict(run.get("config") or {}))
+    check_env_params(run["task"], dict(run.get("env_params") or {}))
+    if run["learner"] != "ppo":
+        E.make(run["estimator"], **run.get("estimator_params", {}))  # unknown / bad parameters
 
 
 def make_run_env(run: dict):
@@ -70,12 +165,10 @@ def build(run: dict):
     validate(run)
     env = make_run_env(run)
     est = E.make(run["estimator"], **run.get("estimator_params", {}))
+    if run["learner"] not in GRADIENT_LEARNERS:
+        raise ValueError(f"registry.build makes gradient learners, not {run['learner']!r}")
     cls, cfg_cls = {"shac": (SHAC, SHACConfig), "bptt": (BPTT, BPTTConfig)}[run["learner"]]
-    fields = {f.name for f in dataclasses.fields(cfg_cls)}
     over = dict(run.get("config", {}))
-    bad = set(over) - fields
-    if bad:
-        raise ValueError(f"{run['learner']} has no setting(s) {sorted(bad)}")
     over = {k: tuple(v) if isinstance(v, list) else v for k, v in over.items()}
     over["num_envs"] = int(run["num_envs"])
     if run.get("horizon") is not None:

@@ -48,15 +48,17 @@ def split_checkpoint_path(path) -> tuple[Path, int | None]:
 def load_policy(path) -> LoadedPolicy:
     """The deterministic policy of a run directory or checkpoint (see module docstring)."""
     run_dir, step = split_checkpoint_path(path)
-    if (run_dir / "ppo_config.json").exists():
-        return _load_ppo(run_dir, step)
     if not (run_dir / "run.json").exists():
+        if (run_dir / "ppo_config.json").exists():  # written by train_ppo outside `bcg train`
+            return _load_ppo(run_dir, step, None)
         raise FileNotFoundError(f"{run_dir} is not a bcg run directory (missing run.json)")
     import jax
 
     from bcg.learners import harness, registry
 
     run = json.loads((run_dir / "run.json").read_text())
+    if run.get("learner") == "ppo":
+        return _load_ppo(run_dir, step, run)
     if step is None and harness.latest_step(run_dir) is None:
         raise FileNotFoundError(f"no checkpoint in {run_dir / 'checkpoints'}")
     env, learner = registry.build(run)
@@ -70,15 +72,28 @@ def load_policy(path) -> LoadedPolicy:
     return LoadedPolicy(fn, env, run, run_dir, it, env_steps, run["learner"])
 
 
-def _load_ppo(run_dir: Path, step: int | None) -> LoadedPolicy:
+def _load_ppo(run_dir: Path, step: int | None, run: dict | None) -> LoadedPolicy:
+    """A brax PPO run: ``run`` from run.json (``bcg train --learner ppo``), or None for a
+    directory written by ``train_ppo`` alone, whose ppo_config.json names task and stiffness
+    (when its caller passed them)."""
     from bcg.envs import make_env
     from bcg.learners import ppo
+    from bcg.learners.registry import make_run_env
 
-    cfg = json.loads((run_dir / "ppo_config.json").read_text())
-    env = make_env(cfg.get("task", "hopper_jump"), stiffness=cfg.get("stiffness", "stiff"))
+    cfg = json.loads((run_dir / ppo.CONFIG_FILE).read_text())
+    if run is None:
+        if "task" not in cfg:
+            raise FileNotFoundError(
+                f"{run_dir} holds a PPO policy but no run.json and no task in "
+                f"{ppo.CONFIG_FILE}: cannot tell which environment it was trained on"
+            )
+        env = make_env(cfg["task"], stiffness=cfg.get("stiffness", "stiff"))
+        run = {"task": cfg["task"], "stiffness": cfg.get("stiffness", "stiff"), "learner": "ppo"}
+    else:
+        env = make_run_env(run)
     fn = ppo.load_ppo_policy(run_dir, env, step)
-    run = {"task": cfg.get("task", "hopper_jump"), "stiffness": cfg.get("stiffness", "stiff")}
-    return LoadedPolicy(fn, env, {**cfg, **run}, run_dir, step, None, "ppo")
+    env_steps = step if step is not None else cfg.get("env_steps")
+    return LoadedPolicy(fn, env, {**cfg, **run}, run_dir, step, env_steps, "ppo")
 
 
 def policy_from_learner(learner, state, env=None, run: dict | None = None) -> LoadedPolicy:
