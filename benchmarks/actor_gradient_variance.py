@@ -27,7 +27,6 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 
 jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))

@@ -32,14 +32,12 @@ import argparse
 import csv
 import json
 import math
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -54,7 +52,6 @@ def _cache():
 
 def _transfer_one(label: str, path: str, cfg_kw: dict) -> tuple[str, dict, float]:
     """Worker: transfer one run (or the zero policy when ``path`` is None)."""
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     _cache()
     from bcg.transfer import native
 

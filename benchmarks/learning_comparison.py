@@ -46,8 +46,6 @@ from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-
 METHODS = ("shac_bcg", "shac_analytic", "ppo")
 LABELS = {"shac_bcg": "SHAC + BCG", "shac_analytic": "SHAC (analytic)", "ppo": "PPO (brax)"}
 BCG_BIN = [sys.executable, "-m", "bcg.cli"]

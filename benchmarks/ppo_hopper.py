@@ -18,8 +18,6 @@ import os
 import time
 from pathlib import Path
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
-
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 

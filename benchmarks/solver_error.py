@@ -24,13 +24,10 @@ to a stop (0.3 m/s) or tipping onto its front edge (1.5 m/s, friction 1). Contac
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
 import warnings
-
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import mujoco  # noqa: E402

@@ -24,11 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from pathlib import Path
-
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
 def _fmt(x, spec=".2f"):

@@ -7,6 +7,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-export JAX_PLATFORMS=cpu
 .venv/bin/bcg train --task pogo_hop --stiffness gated --learner shac --estimator bcg \
     --param bcg.tau=70 --iterations 60 --run-dir results/demo_pogo "$@"

@@ -310,12 +310,16 @@ def cmd_train(args) -> int:
         eval_episodes=args.eval_episodes,
         run_config=run,
     )
-    last, ev = out["last"], out["evals"]
+    last, ev, rows = out["last"], out["evals"], out["rows"]
     if last:
+        n = len(rows)
+        skipped = sum(float(r.get("actor_skipped") or 0) for r in rows)
+        masked = sum(float(r.get("masked_fraction") or 0) for r in rows) / max(n, 1)
         print(
             f"iteration {last['iteration']}: env steps {last['env_steps']}, wall time "
-            f"{last['wall_time']:.0f} s, training episode return {last['episode_return']:.2f}, "
-            f"skipped updates {int(last['skipped_updates'])}"
+            f"{last['wall_time']:.0f} s, training episode return {last['episode_return']:.2f}; "
+            f"over the run: skipped actor updates {skipped:.0f}/{n}, masked env-steps "
+            f"{masked:.2%} (diverged environments)"
         )
     if "initial" in ev and "final" in ev:
         for k in ("initial", "final"):

@@ -228,3 +228,17 @@ def test_train_ppo_resume_continues_from_the_last_checkpoint(pogo, tmp_path):
     _, params3, hist3 = train_ppo(pogo, num_timesteps=256, seed=0, run_dir=run, resume=True, **TINY)
     assert hist3 == []
     np.testing.assert_array_equal(params3[0].mean, params2[0].mean)
+
+
+def test_adapter_ends_a_diverged_episode_with_finite_values(pogo):
+    """A non-finite next state is a termination with reward 0 and observation 0 (brax then
+    resets it); a finite one is untouched."""
+    benv = to_brax(pogo)
+    s0 = benv.reset(jax.random.PRNGKey(0))
+    ok = jax.jit(benv.step)(s0, jnp.zeros(1))
+    assert float(ok.done) == 0.0 and np.all(np.isfinite(np.asarray(ok.obs)))
+    bad_state = s0.replace(pipeline_state=s0.pipeline_state.replace(qvel=jnp.full((1,), jnp.inf)))
+    bad = jax.jit(benv.step)(bad_state, jnp.zeros(1))
+    assert not np.all(np.isfinite(np.asarray(bad.pipeline_state.qpos)))  # it did diverge
+    assert float(bad.done) == 1.0 and float(bad.reward) == 0.0
+    np.testing.assert_array_equal(np.asarray(bad.obs), 0.0)

@@ -9,7 +9,10 @@ run ``horizon`` steps (default: the episode length) with the stochastic actor of
 T_env the step at which the environment's first episode ended (terminated or truncated), h
 otherwise. The gradient of L through the estimator's steps updates the actor (grad-norm clip,
 Adam, linearly decayed lr); observations are normalised with a running mean-std. There is no
-critic and no bootstrap. A non-finite gradient skips the update (``skipped_updates``).
+critic and no bootstrap. An environment that diverged (non-finite state) anywhere in its
+rollout is left out of L (the mean over the others, :func:`bcg.learners.rollout.masked_env_sum`)
+and of the normaliser update (``masked_fraction``); a non-finite gradient that remains skips the
+update (``skipped_updates``, ``actor_skipped``).
 
 Several devices (``BPTT(...).sharded(devices)`` / ``bcg train --devices N``): the E fresh
 environments of every iteration are split over a device mesh (E / D per device, ``num_envs``
@@ -30,8 +33,14 @@ from bcg.envs.base import ContactEnv
 from bcg.learners import networks as nets
 from bcg.learners import normalization as rms
 from bcg.learners.base import Learner
-from bcg.learners.common import global_norm, guarded_step, linear_lr, make_optimizer
-from bcg.learners.rollout import reset, rollout
+from bcg.learners.common import (
+    clean_actor_gradient,
+    global_norm,
+    guarded_step,
+    linear_lr,
+    make_optimizer,
+)
+from bcg.learners.rollout import masked_env_sum, reset, rollout, window_keep
 from bcg.learners.shac import trajectory_metrics
 
 
@@ -62,12 +71,17 @@ class State:
 
 def episode_objective(rewards, terminated, truncated, gamma):
     """L from (h, E) arrays: discounted return of each environment's first episode."""
+    return jnp.sum(episode_objective_per_env(rewards, terminated, truncated, gamma))
+
+
+def episode_objective_per_env(rewards, terminated, truncated, gamma):
+    """Environment e's share L_e of L, shape (E,)."""
     h, E = rewards.shape
     done = terminated | truncated
     ended_before = jnp.cumsum(done, axis=0) - done  # episodes finished before step t
-    alive = (ended_before == 0).astype(rewards.dtype)
+    alive = ended_before == 0
     disc = gamma ** jnp.arange(h, dtype=rewards.dtype)
-    return -jnp.sum(disc[:, None] * alive * rewards) / (h * E)
+    return -jnp.sum(jnp.where(alive, disc[:, None] * rewards, 0.0), axis=0) / (h * E)
 
 
 class BPTT(Learner):
@@ -107,7 +121,7 @@ class BPTT(Learner):
             skipped_updates=jnp.zeros((), jnp.int32),
         )
 
-    def actor_loss(self, actor_params, state: State, key):
+    def actor_loss(self, actor_params, state: State, key, probe=None):
         c = self.cfg
         k_reset, k_roll = jax.random.split(key)
         env0 = reset(self.env, self.estimator, k_reset, c.num_envs)
@@ -120,24 +134,30 @@ class BPTT(Learner):
             k_roll,
             self.horizon,
             mesh=self.mesh,
+            probe=probe,
         )
-        loss = episode_objective(traj.rewards, traj.terminated, traj.truncated, c.gamma)
+        per_env = episode_objective_per_env(traj.rewards, traj.terminated, traj.truncated, c.gamma)
+        loss = masked_env_sum(per_env, window_keep(traj.diverged))
         return loss, (env_state, traj)
 
     def iteration(self, state: State):
         c = self.cfg
         key, k_roll = jax.random.split(state.key)
-        (loss, (env_state, traj)), grads = jax.value_and_grad(self.actor_loss, has_aux=True)(
-            state.actor, state, k_roll
-        )
+        probe = jnp.zeros((c.num_envs,), jnp.float32)
+        (loss, (env_state, traj)), (grads, zeroed) = jax.value_and_grad(
+            self.actor_loss, argnums=(0, 3), has_aux=True
+        )(state.actor, state, k_roll, probe)
+        clean = clean_actor_gradient(zeroed, window_keep(traj.diverged))
         lr = linear_lr(c.actor_lr, c.lr_end, state.iteration, self.iterations)
-        actor, opt, ok = guarded_step(self.tx, state.actor, state.actor_opt, grads, lr, loss)
+        actor, opt, ok = guarded_step(self.tx, state.actor, state.actor_opt, grads, lr, loss, clean)
         traj = jax.lax.stop_gradient(traj)
         skipped = state.skipped_updates + (~ok).astype(jnp.int32)
+        keep = window_keep(traj.diverged)
+        w = jnp.broadcast_to(keep[None, :], traj.rewards.shape)
         new = State(
             actor=actor,
             actor_opt=opt,
-            obs_rms=rms.update(state.obs_rms, traj.obs) if c.normalize_obs else state.obs_rms,
+            obs_rms=rms.update(state.obs_rms, traj.obs, w) if c.normalize_obs else state.obs_rms,
             key=key,
             iteration=state.iteration + 1,
             skipped_updates=skipped,
@@ -146,10 +166,11 @@ class BPTT(Learner):
         first_len = jnp.where(done.any(0), jnp.argmax(done, axis=0) + 1, self.horizon)
         metrics = {
             "actor_loss": loss,
-            "actor_grad_norm": global_norm(grads),
+            "actor_grad_norm": jnp.where(clean, global_norm(grads), jnp.nan),
             "actor_lr": lr,
             "action_std": jnp.mean(jnp.exp(actor["params"]["log_std"])),
             "skipped_updates": skipped,
+            "actor_skipped": (~ok).astype(jnp.int32),
             **trajectory_metrics(traj, env_state),
             # the first episode of every env (undiscounted), replacing the running stats
             "episode_return": -episode_objective(traj.rewards, traj.terminated, traj.truncated, 1.0)

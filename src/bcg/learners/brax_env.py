@@ -21,6 +21,10 @@ brax 0.14.2 semantics kept here (read from ``brax/envs/wrappers/training.py`` an
   (``jp.zeros``), so that their scan carries keep one dtype in both precisions.
 * ``metrics`` is carried over from the input state (brax's convention); the wrappers add
   per-episode sums to ``info['episode_metrics']``.
+* A transition whose state, observation or reward is not finite (the simulation diverged) ends
+  the episode as a termination with reward 0 and observation 0, so that brax's auto-reset
+  replaces the state and no NaN reaches PPO's losses or its observation normaliser (the same
+  rule as the differentiable rollout's, :mod:`bcg.learners.rollout`).
 """
 
 from __future__ import annotations
@@ -75,11 +79,14 @@ class BraxContactEnv(Env):
 
     def step(self, state: State, action: jax.Array) -> State:
         nxt, reward, terminated = self.env.plain_step(state.pipeline_state, action)
+        obs = self.env.observe(nxt).astype(jnp.float32)
+        finite = jnp.isfinite(nxt.qpos).all() & jnp.isfinite(nxt.qvel).all()
+        finite &= jnp.isfinite(obs).all() & jnp.isfinite(reward)
         return state.replace(
             pipeline_state=nxt,
-            obs=self.env.observe(nxt).astype(jnp.float32),
-            reward=jnp.asarray(reward).astype(_float()),
-            done=jnp.asarray(terminated).astype(_float()),
+            obs=jnp.where(finite, obs, 0.0),
+            reward=jnp.where(finite, jnp.asarray(reward), 0.0).astype(_float()),
+            done=(jnp.asarray(terminated) | ~finite).astype(_float()),
         )
 
     @property

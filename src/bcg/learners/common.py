@@ -8,7 +8,8 @@ over the run,
 
 NaN guard: when the raw gradient (or the loss) has a NaN or Inf entry, neither the parameters
 nor the optimiser moments change and the step is counted as skipped; a non-finite gradient is
-never applied.
+never applied. :func:`clean_actor_gradient` tells whether the cotangents zeroed in a rollout's
+backward pass all belonged to environments dropped from the loss.
 """
 
 from __future__ import annotations
@@ -33,17 +34,30 @@ def is_finite(tree) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
-def guarded_step(tx: optax.GradientTransformation, params, opt_state, grads, lr, loss=0.0):
-    """One optimiser step, or no change when ``grads`` / ``loss`` are not finite.
+def guarded_step(
+    tx: optax.GradientTransformation, params, opt_state, grads, lr, loss=0.0, valid=True
+):
+    """One optimiser step, or no change when ``grads`` / ``loss`` are not finite or ``valid``
+    (a learner's own check of the gradient) is False.
 
     Returns ``(params, opt_state, ok)``; ``ok`` is False for a skipped step.
     """
-    ok = is_finite(grads) & jnp.all(jnp.isfinite(loss))
+    ok = is_finite(grads) & jnp.all(jnp.isfinite(loss)) & jnp.asarray(valid)
     safe = jax.tree_util.tree_map(lambda g: jnp.where(ok, g, 0.0), grads)  # keep Adam finite
     updates, new_opt = tx.update(safe, opt_state, params)
     new_params = jax.tree_util.tree_map(lambda p, u: p - (lr * u).astype(p.dtype), params, updates)
     pick = lambda a, b: jax.tree_util.tree_map(lambda x, y: jnp.where(ok, x, y), a, b)  # noqa: E731
     return pick(new_params, params), pick(new_opt, opt_state), ok
+
+
+def clean_actor_gradient(zeroed, keep) -> jax.Array:
+    """True when no kept environment had a cotangent zeroed in the backward pass.
+
+    ``zeroed`` (E,): the gradient with respect to the rollout's ``probe`` (counts of zeroed
+    cotangents, :func:`bcg.learners.rollout.zero_nonfinite_cotangents`); ``keep`` (E,): the
+    environments in the loss. A kept environment with a non-finite cotangent means a NaN/Inf
+    gradient that no forward divergence explains: the update must be skipped."""
+    return jnp.all((zeroed == 0) | ~keep)
 
 
 def global_norm(tree) -> jax.Array:

@@ -182,25 +182,55 @@ def _write_rows(path: Path, rows: list[dict], columns: list[str]):
         w.writerows(rows)
 
 
+def _column(rows: list[dict], key: str) -> np.ndarray | None:
+    """A metrics.csv column as floats (None when no row has it)."""
+    if not any(r.get(key) not in (None, "") for r in rows):
+        return None
+    return np.array([float(r.get(key) or "nan") for r in rows])
+
+
 def plot_training(rows: list[dict], path: Path, title: str = "") -> Path:
-    """Episode return (and mean step reward) vs env steps and vs wall time, as a PNG."""
+    """The training curves as a PNG: the return (training episodes; PPO: its evaluations) and
+    the mean step reward vs env steps and vs wall time, and, where logged, the fraction of
+    env-steps masked out (diverged environments) and the running fraction of skipped actor
+    updates vs env steps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = np.array([float(r["env_steps"]) for r in rows])
-    wall = np.array([float(r["wall_time"]) for r in rows])
-    ret = np.array([float(r.get("episode_return", "nan") or "nan") for r in rows])
-    rew = np.array([float(r.get("reward_mean", "nan") or "nan") for r in rows])
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    steps = _column(rows, "env_steps")
+    wall = _column(rows, "wall_time")
+    if wall is None:
+        wall = _column(rows, "wall_time_s")
+    ret, label = _column(rows, "episode_return"), "episode return (last finished)"
+    if ret is None:
+        ret, label = _column(rows, "eval_return"), "evaluation return"
+    rew = _column(rows, "reward_mean")
+    masked, skipped = _column(rows, "masked_fraction"), _column(rows, "actor_skipped")
+    health = masked is not None or skipped is not None
+    fig, axes = plt.subplots(1, 3 if health else 2, figsize=(15 if health else 10, 3.8))
     for ax, x, xl in ((axes[0], steps, "env steps"), (axes[1], wall, "wall time (s)")):
-        ax.plot(x, ret, color="C0", label="episode return (last finished)")
+        if ret is not None:
+            ax.plot(x, ret, color="C0", label=label)
         ax.set_xlabel(xl)
-        ax.set_ylabel("episode return", color="C0")
-        ax2 = ax.twinx()
-        ax2.plot(x, rew, color="C1", alpha=0.6, label="mean step reward")
-        ax2.set_ylabel("mean step reward", color="C1")
+        ax.set_ylabel(label, color="C0")
+        if rew is not None:
+            ax2 = ax.twinx()
+            ax2.plot(x, rew, color="C1", alpha=0.6, label="mean step reward")
+            ax2.set_ylabel("mean step reward", color="C1")
+        ax.grid(alpha=0.3)
+    if health:
+        ax = axes[2]
+        if masked is not None:
+            ax.plot(steps, masked, color="C3", label="masked env-steps (diverged envs)")
+        if skipped is not None:
+            running = np.cumsum(skipped) / np.arange(1, len(skipped) + 1)
+            ax.plot(steps, running, color="C2", label="skipped actor updates (running)")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("fraction")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()

@@ -33,12 +33,23 @@ def init(shape=(), dtype=jnp.float32, count: float = 1e-4) -> RunningMeanStd:
     )
 
 
-def update(rms: RunningMeanStd, x) -> RunningMeanStd:
-    """Merge a batch ``x`` of shape (..., *rms.mean.shape) into the statistics."""
+def update(rms: RunningMeanStd, x, weights=None) -> RunningMeanStd:
+    """Merge a batch ``x`` of shape (..., *rms.mean.shape) into the statistics.
+
+    ``weights`` (shape (...), 0 or 1): samples with weight 0 are left out (m_b, v_b and n_b
+    are the weighted mean, variance and count); a batch of zero weight changes nothing."""
     x = jnp.asarray(x, rms.mean.dtype).reshape((-1,) + rms.mean.shape)
-    n_b = jnp.asarray(x.shape[0], rms.count.dtype)
-    m_b = jnp.mean(x, axis=0)
-    v_b = jnp.var(x, axis=0)
+    if weights is None:
+        n_b = jnp.asarray(x.shape[0], rms.count.dtype)
+        m_b = jnp.mean(x, axis=0)
+        v_b = jnp.var(x, axis=0)
+    else:
+        w = jnp.asarray(weights, rms.mean.dtype).reshape((-1,) + (1,) * len(rms.mean.shape))
+        x = jnp.where(w > 0, x, 0.0)  # a left-out sample may hold anything
+        n_b = jnp.sum(w).astype(rms.count.dtype)
+        safe = jnp.maximum(n_b, 1e-12)
+        m_b = jnp.sum(w * x, axis=0) / safe
+        v_b = jnp.sum(w * (x - m_b) ** 2, axis=0) / safe
     n = rms.count + n_b
     delta = m_b - rms.mean
     mean = rms.mean + delta * (n_b / n)

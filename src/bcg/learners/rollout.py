@@ -20,6 +20,17 @@ discriminator of :mod:`bcg.envs.g1.add`): ``r_t = reward(x_t, a_t, x'_{t+1}, rew
 and the trajectory also holds ``reward_inputs_t = stop_gradient(reward_model_input(x'_{t+1}))``,
 the samples the learner trains the reward model on. Without it nothing changes.
 
+Diverged environments: a rollout is differentiated for the whole batch at once, and one
+environment whose state became non-finite would make the whole gradient NaN (its zero loss
+weight times an infinite Jacobian). The learners drop every environment that diverged in the
+window from their losses (:func:`window_keep`, :func:`masked_env_sum`), and the carry and the
+action of every step pass through :func:`zero_nonfinite_cotangents` (identity forward; in the
+backward pass an environment whose cotangent has a non-finite entry gets a zero cotangent,
+and the gradient with respect to ``probe`` (E,) counts these per environment). The update is
+then exactly that of the other environments. A learner checks with the probe that only
+dropped environments were zeroed; otherwise the gradient is not trustworthy and it skips the
+update.
+
 Every step is wrapped in ``jax.checkpoint`` (rematerialised in the backward pass), so the
 memory of the backward pass is that of the scan carry and outputs, not of the physics.
 
@@ -64,6 +75,54 @@ class Trajectory(NamedTuple):
     reward_inputs: object = None  # (h, E, n) learned-reward samples, or None (module docstring)
 
 
+@jax.custom_vjp
+def zero_nonfinite_cotangents(tree, probe):
+    """Identity on a pytree of per-environment arrays (leading axis E); ``probe`` (E,) is a
+    zero input that only reports. Backward: the cotangent of environment e is set to zero in
+    every leaf when any of its entries, in any leaf, is non-finite (NaN or Inf), and the
+    cotangent of ``probe[e]`` is 1 for such an environment (0 otherwise), so that the gradient
+    with respect to ``probe`` counts, per environment, the cotangents that were zeroed."""
+    return tree
+
+
+def _zn_fwd(tree, probe):
+    return tree, None
+
+
+def _zn_bwd(_, ct):
+    leaves = [x for x in jax.tree_util.tree_leaves(ct) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    E = leaves[0].shape[0]
+    bad = jnp.zeros((E,), bool)
+    for x in leaves:
+        bad |= ~jnp.all(jnp.isfinite(x.reshape(E, -1)), axis=-1)
+
+    def clean(x):
+        if not jnp.issubdtype(x.dtype, jnp.inexact):
+            return x  # integer / float0 cotangents
+        return jnp.where(bad.reshape((E,) + (1,) * (x.ndim - 1)), jnp.zeros_like(x), x)
+
+    return jax.tree_util.tree_map(clean, ct), bad.astype(jnp.float32)
+
+
+zero_nonfinite_cotangents.defvjp(_zn_fwd, _zn_bwd)
+
+
+def window_keep(diverged) -> jax.Array:
+    """(E,) bool: environments with no diverged step in the window ``diverged`` (h, E)."""
+    return ~jnp.any(diverged, axis=0)
+
+
+def masked_env_sum(per_env, keep) -> jax.Array:
+    """sum_e keep_e x_e * E / max(sum_e keep_e, 1): the sum over the kept environments,
+    rescaled to the whole batch, so that a loss normalised by E stays the mean over the
+    environments that count. A dropped environment's term is selected away (``jnp.where``),
+    never multiplied by zero, so a non-finite term cannot leak into the gradient."""
+    keep = jax.lax.stop_gradient(keep)
+    E = per_env.shape[0]
+    n = jnp.maximum(jnp.sum(keep.astype(per_env.dtype)), 1.0)
+    return jnp.sum(jnp.where(keep, per_env, 0.0)) * (E / n)
+
+
 def _where(mask, a, b):
     """Per-environment select over matching pytrees (mask (E,))."""
 
@@ -98,6 +157,7 @@ def rollout(
     checkpoint: bool = True,
     mesh=None,
     reward_params=None,
+    probe=None,
 ) -> tuple[EnvState, Trajectory]:
     """Roll the batch ``horizon`` steps under ``policy(params, obs (E, n), t, key) -> (E, A)``.
 
@@ -105,18 +165,23 @@ def rollout(
     ``mesh``: shard the environment axis over its ``"envs"`` axis (None: no constraint).
     ``reward_params``: parameters of a learned reward (module docstring), shared by all
     environments; None for a fixed reward.
+    ``probe``: (E,) zeros whose gradient counts the zeroed cotangents of every environment
+    (module docstring); None: a constant (nothing reported).
     """
     sim = env.sim
     E = state.step.shape[0]
     observe = jax.vmap(env.observe)
+    if probe is None:
+        probe = jnp.zeros((E,), jnp.float32)
 
     def body(s: EnvState, xs):
         t, k = xs
         k_act, k_step, k_reset = jax.random.split(k, 3)
-        data = estimator.state(s.carry)
+        carry0 = zero_nonfinite_cotangents(s.carry, probe)
+        data = estimator.state(carry0)
         obs = observe(data)
-        a = policy(params, obs, t, k_act)
-        carry, stats = estimator.step(sim, s.carry, jax.vmap(env.action_to_ctrl)(a), k_step)
+        a = zero_nonfinite_cotangents(policy(params, obs, t, k_act), probe)
+        carry, stats = estimator.step(sim, carry0, jax.vmap(env.action_to_ctrl)(a), k_step)
         nxt = estimator.state(carry)
         if reward_params is None:
             r, r_in = jax.vmap(env.reward)(data, a, nxt), None
@@ -126,7 +191,7 @@ def rollout(
         next_obs = observe(nxt)
         finite = jnp.isfinite(nxt.qpos).all(-1) & jnp.isfinite(nxt.qvel).all(-1)
         finite &= jnp.isfinite(r) & jnp.isfinite(next_obs).all(-1)
-        r = jnp.where(finite, r, 0.0)  # forward value only: the gradient guard skips such updates
+        r = jnp.where(finite, r, 0.0)  # the learners drop this environment from the window
         next_obs = jnp.where(finite[:, None], next_obs, 0.0)
         term = jax.vmap(env.terminated)(nxt) | ~finite
         step = s.step + 1

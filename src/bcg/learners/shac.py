@@ -36,7 +36,13 @@ Per iteration, on E environments that continue across iterations (METHOD.md hype
    never into phi), and after the actor and critic updates ``reward_model.update`` trains phi
    on the window's ``reward_inputs`` (weight 0 for diverged states).
 
-A non-finite actor or critic gradient skips that update (counted in ``skipped_updates``).
+Diverged environments (a non-finite state in the window, :mod:`bcg.learners.rollout`): they
+are reset at the step they diverge, and the whole environment is left out of this window's
+actor loss (L becomes the mean over the other environments, ``masked_env_sum``; their gradient
+is applied unchanged), of the critic regression, of the reward model's samples and of the
+normaliser updates. ``masked_fraction`` is the fraction of the window's env-steps left out.
+A non-finite actor or critic gradient that remains skips that update (``actor_skipped`` 0/1 per
+iteration, ``skipped_updates`` cumulative over actor and critic steps).
 Defaults below are CPU-demo sizes; ``SHACConfig.paper()`` has the paper's.
 
 Several devices (``SHAC(...).sharded(devices)`` / ``bcg train --devices N``): the E
@@ -60,8 +66,21 @@ from bcg.envs.base import ContactEnv
 from bcg.learners import networks as nets
 from bcg.learners import normalization as rms
 from bcg.learners.base import Learner
-from bcg.learners.common import global_norm, guarded_step, linear_lr, make_optimizer
-from bcg.learners.rollout import EnvState, Trajectory, reset, rollout
+from bcg.learners.common import (
+    clean_actor_gradient,
+    global_norm,
+    guarded_step,
+    linear_lr,
+    make_optimizer,
+)
+from bcg.learners.rollout import (
+    EnvState,
+    Trajectory,
+    masked_env_sum,
+    reset,
+    rollout,
+    window_keep,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -227,7 +246,7 @@ class SHAC(Learner):
 
     # ------------------------------------------------------------------ losses
 
-    def _actor_window(self, actor_params, state: State, key):
+    def _actor_window(self, actor_params, state: State, key, probe=None):
         """One SHAC window through the estimator: (env state after it, trajectory, rewards
         scaled by the return normaliser, bootstrap values of the next observations)."""
         c = self.cfg
@@ -244,15 +263,21 @@ class SHAC(Learner):
             c.horizon,
             mesh=self.mesh,
             reward_params=reward_params,
+            probe=probe,
         )
         scale = rms.std(state.ret_rms) if c.normalize_returns else 1.0
         v_next = self._values(state.target, state.obs_rms, traj.next_obs)
         return env_state, traj, traj.rewards / scale, v_next
 
-    def actor_loss(self, actor_params, state: State, key):
-        """(L, (env state after the window, trajectory, scaled rewards))."""
-        env_state, traj, r, v_next = self._actor_window(actor_params, state, key)
-        loss = actor_objective(r, v_next, traj.terminated, traj.truncated, self.cfg.gamma)
+    def actor_loss(self, actor_params, state: State, key, probe=None):
+        """(L, (env state after the window, trajectory, scaled rewards)); environments that
+        diverged in the window are left out (module docstring). ``probe``: see
+        :func:`bcg.learners.rollout.rollout`."""
+        env_state, traj, r, v_next = self._actor_window(actor_params, state, key, probe)
+        per_env = actor_objective_per_env(
+            r, v_next, traj.terminated, traj.truncated, self.cfg.gamma
+        )
+        loss = masked_env_sum(per_env, window_keep(traj.diverged))
         return loss, (env_state, traj, r)
 
     def per_env_actor_gradients(self, state: State, key):
@@ -268,21 +293,24 @@ class SHAC(Learner):
 
         return jax.jacrev(per_env)(state.actor)
 
-    def _critic_update(self, state: State, obs, targets, key, lr):
+    def _critic_update(self, state: State, obs, targets, weights, key, lr):
+        """Critic regression on the window; ``weights`` (h, E) 0/1 leave samples out."""
         c = self.cfg
         obs = obs.reshape(-1, obs.shape[-1])
         targets = targets.reshape(-1)
+        weights = weights.reshape(-1).astype(targets.dtype)
         n = obs.shape[0]
         mb = max(n // c.critic_minibatches, 1)
         nmb = n // mb
 
-        def loss_fn(p, o, g):
+        def loss_fn(p, o, g, w):
             v = nets.critic_values(self.critic, p, o)  # (K, mb)
-            return jnp.mean((v - g[None]) ** 2)
+            err = jnp.where(w[None] > 0, (v - g[None]) ** 2, 0.0)
+            return jnp.sum(jnp.mean(err, 0)) / jnp.maximum(jnp.sum(w), 1.0)
 
         def minibatch(carry, idx):
             p, opt, skipped = carry
-            loss, grads = jax.value_and_grad(loss_fn)(p, obs[idx], targets[idx])
+            loss, grads = jax.value_and_grad(loss_fn)(p, obs[idx], targets[idx], weights[idx])
             p, opt, ok = guarded_step(self.critic_tx, p, opt, grads, lr, loss)
             return (p, opt, skipped + (~ok).astype(jnp.int32)), loss
 
@@ -302,22 +330,26 @@ class SHAC(Learner):
         key, k_roll, k_critic = jax.random.split(state.key, 3)
 
         # actor: differentiate the short-horizon window through the estimator
-        (loss, (env_state, traj, r)), grads = jax.value_and_grad(self.actor_loss, has_aux=True)(
-            state.actor, state, k_roll
-        )
+        probe = jnp.zeros((c.num_envs,), jnp.float32)
+        (loss, (env_state, traj, r)), (grads, zeroed) = jax.value_and_grad(
+            self.actor_loss, argnums=(0, 3), has_aux=True
+        )(state.actor, state, k_roll, probe)
+        clean = clean_actor_gradient(zeroed, window_keep(traj.diverged))
         lr_a = linear_lr(c.actor_lr, c.lr_end, state.iteration, self.iterations)
         actor, actor_opt, ok_a = guarded_step(
-            self.actor_tx, state.actor, state.actor_opt, grads, lr_a, loss
+            self.actor_tx, state.actor, state.actor_opt, grads, lr_a, loss, clean
         )
 
         # critic: TD(lambda) targets from the target critic on the same window
         traj, r = jax.lax.stop_gradient((traj, r))
+        keep = window_keep(traj.diverged)  # environments that count in this window
+        w = jnp.broadcast_to(keep[None, :], traj.rewards.shape).astype(jnp.float32)
         v_next = self._values(state.target, state.obs_rms, traj.next_obs)
         targets = td_lambda_targets(r, v_next, traj.terminated, traj.truncated, c.gamma, c.lam)
         lr_c = linear_lr(c.critic_lr, c.lr_end, state.iteration, self.iterations)
         obs_n = self._norm_obs(state.obs_rms, traj.obs)
         critic, critic_opt, skipped_c, critic_loss = self._critic_update(
-            state, obs_n, targets, k_critic, lr_c
+            state, obs_n, targets, w, k_critic, lr_c
         )
         a = c.target_alpha
         target = jax.tree_util.tree_map(lambda t, p: a * t + (1 - a) * p, state.target, critic)
@@ -325,9 +357,8 @@ class SHAC(Learner):
         # learned reward (step 7): train it on this window's samples
         reward_state, reward_metrics = state.reward_state, {}
         if reward_state is not None:
-            weights = (~traj.diverged).astype(jnp.float32)
             reward_state, reward_metrics = self.reward_model.update(
-                reward_state, traj.reward_inputs, weights
+                reward_state, traj.reward_inputs, w
             )
 
         # normalisers
@@ -340,8 +371,8 @@ class SHAC(Learner):
             target=target,
             actor_opt=actor_opt,
             critic_opt=critic_opt,
-            obs_rms=rms.update(state.obs_rms, traj.obs) if c.normalize_obs else state.obs_rms,
-            ret_rms=rms.update(state.ret_rms, rets) if c.normalize_returns else state.ret_rms,
+            obs_rms=rms.update(state.obs_rms, traj.obs, w) if c.normalize_obs else state.obs_rms,
+            ret_rms=rms.update(state.ret_rms, rets, w) if c.normalize_returns else state.ret_rms,
             ret=ret,
             env=env_state,
             key=key,
@@ -353,10 +384,12 @@ class SHAC(Learner):
             "actor_loss": loss,
             "critic_loss": critic_loss,
             "value_mean": jnp.mean(targets),
-            "actor_grad_norm": global_norm(grads),
+            "actor_grad_norm": jnp.where(clean, global_norm(grads), jnp.nan),
             "actor_lr": lr_a,
             "action_std": jnp.mean(jnp.exp(actor["params"]["log_std"])),
             "skipped_updates": skipped,
+            "actor_skipped": (~ok_a).astype(jnp.int32),
+            "critic_skipped": skipped_c,
             **trajectory_metrics(traj, env_state),
             **reward_metrics,
         }
@@ -372,6 +405,7 @@ def trajectory_metrics(traj: Trajectory, env_state: EnvState) -> dict:
         "episode_length": jnp.nanmean(env_state.last_length),
         "terminations": jnp.sum(traj.terminated),
         "diverged": jnp.sum(traj.diverged),
+        "masked_fraction": 1.0 - jnp.mean(window_keep(traj.diverged).astype(jnp.float32)),
         "triggered_fraction": jnp.sum(traj.stats.triggered) / n,
         "bundled_fraction": jnp.sum(traj.stats.bundled) / n,
         "overflow": jnp.sum(traj.stats.overflow),
