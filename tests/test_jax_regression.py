@@ -36,7 +36,11 @@ def test_vmapped_matvec_reduction_jit_equals_eager(dtype, n):
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     out = subprocess.run(
         [sys.executable, "-c", _SCRIPT, dtype, str(n)],
-        env=env, capture_output=True, text=True, timeout=300, check=True,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
     )
     r = json.loads(out.stdout.strip().splitlines()[-1])
     exact = float(n - 1) ** 2  # representable exactly in both dtypes at these sizes
