@@ -20,8 +20,8 @@ from bcg.diagnostics.report import chunked_gradient_function, make_problem
 from bcg.diagnostics.report import gradient_function as report_gradient_function
 from bcg.envs import tasks
 
-N = 5  # chunks of 2, 2, 1
-CHUNK = 2
+N = 4
+CHUNK = 3  # two chunks of 2 samples (chunk_bounds balances them)
 TIGHT = dict(rtol=1e-12, atol=1e-12)
 
 
@@ -42,6 +42,28 @@ def test_chunk_bounds_cover_in_order_with_near_equal_sizes():
             sizes = {stop - start for start, stop in b}
             assert max(sizes) <= size and max(sizes) - min(sizes) <= 1
     assert chunking.chunk_bounds(0, 4) == []
+
+
+def test_lapack_safe_chunk_keeps_lapack_calls_below_the_parallel_threshold():
+    lim = chunking.LAPACK_PARALLEL_ELEMENTS
+    x = jnp.ones((3, 5, 2, 2)) + jnp.eye(2)
+    text = jax.jit(jnp.linalg.solve).lower(x, x).as_text()
+    assert chunking.lapack_elements(text) == 3 * 5 * 2 * 2
+    assert chunking.lapack_elements(jax.jit(jnp.sin).lower(x).as_text()) == 0
+    seen = []
+
+    def lower_text(m, per_sample=120):  # a program with one LAPACK operand of m x 120
+        seen.append(m)
+        return f"stablehlo.custom_call @lapack_dtrsm_ffi(%a) : (tensor<{m}x30x2x2xf64>)"
+
+    assert chunking.lapack_safe_chunk(lower_text, 2048, 1024) == 1024  # 122880: fine
+    assert seen == [1024]
+    seen.clear()
+    c = chunking.lapack_safe_chunk(lambda m: lower_text(m).replace("30x", "80x"), 4096, 2048)
+    assert c == 512 and 512 * 320 < lim <= 1024 * 320 and seen == [2048, 512]
+    assert chunking.lapack_safe_chunk(lower_text, 100, 1024) == 100  # whole batch fits
+    huge = f"@lapack_dpotrf_ffi (tensor<{lim}x1xf64>)"
+    assert chunking.lapack_safe_chunk(lambda m: huge, 8, 8) == 1  # cannot do better
 
 
 def test_default_chunk_size_bounds_rollouts_per_call():
@@ -104,19 +126,16 @@ def test_report_gradients_do_not_depend_on_chunking(resting_mass):
         jnp.asarray(p.ctrl),
         jax.random.PRNGKey(1),
     )
-    G1, J1, s1 = chunked_gradient_function(p, est, chunk_size=N)(*args)
-    Gc, Jc, sc = chunked_gradient_function(p, est, chunk_size=CHUNK)(*args)
+    g = report_gradient_function(p, est)  # one compiled function for every call below
+    G1, J1, s1 = chunked_gradient_function(p, est, fn=g)(*args)  # default: one call
+    Gc, Jc, sc = chunked_gradient_function(p, est, chunk_size=CHUNK, fn=g)(*args)
     assert G1.shape == (N, p.dim) and np.all(np.isfinite(G1))
     np.testing.assert_allclose(Gc, G1, **TIGHT)
     np.testing.assert_allclose(Jc, J1, **TIGHT)
     for a, b in zip(jax.tree_util.tree_leaves(sc), jax.tree_util.tree_leaves(s1), strict=True):
         np.testing.assert_array_equal(a, b)
     assert int(np.sum(s1.bundled)) > 0
-    # one call at offset 0 is the plain gradient function on the whole batch
-    G0, _, _ = report_gradient_function(p, est)(*args)
-    np.testing.assert_allclose(np.asarray(G0), G1, **TIGHT)
-    g = report_gradient_function(p, est)  # every chunk at offset 0: other keys
-    naive = [
+    naive = [  # every chunk at offset 0: other keys
         np.asarray(g(args[0], p.qpos0[a:b], p.qvel0[a:b], args[3], args[4], np.uint32(0))[0])
         for a, b in chunking.chunk_bounds(N, CHUNK)
     ]
@@ -126,8 +145,9 @@ def test_report_gradients_do_not_depend_on_chunking(resting_mass):
 def test_report_objective_level_gradients_do_not_depend_on_chunking(resting_mass):
     p, est = resting_mass, E.make("zeroth-order", num_samples=2)
     args = (p.sim.mjx_model, p.qpos0, p.qvel0, jnp.asarray(p.ctrl), jax.random.PRNGKey(1))
-    G1, J1, _ = chunked_gradient_function(p, est, chunk_size=N)(*args)
-    Gc, Jc, _ = chunked_gradient_function(p, est, chunk_size=CHUNK)(*args)
+    g = report_gradient_function(p, est)
+    G1, J1, _ = chunked_gradient_function(p, est, chunk_size=N, fn=g)(*args)
+    Gc, Jc, _ = chunked_gradient_function(p, est, chunk_size=CHUNK, fn=g)(*args)
     np.testing.assert_allclose(Gc, G1, **TIGHT)
     np.testing.assert_allclose(Jc, J1, **TIGHT)
     assert np.all(np.isfinite(G1))
@@ -140,14 +160,14 @@ def test_policy_gradients_do_not_depend_on_chunking():
     theta = np.array([0.1, -0.2, 2.0, 0.3, 0.2])
     prob = PolicyProblem(sim, q, v, theta, horizon=3)
     est, key = bundle_everywhere(), jax.random.PRNGKey(2)
-    G1, J1, b1 = gradients(prob, est, key, chunk_size=N)
-    Gc, Jc, bc = gradients(prob, est, key, chunk_size=CHUNK)
+    g = gradient_function(prob, est)  # one compiled function for every call below
+    G1, J1, b1 = gradients(prob, est, key, fn=g)  # default: one call (N is small)
+    Gc, Jc, bc = gradients(prob, est, key, chunk_size=CHUNK, fn=g)
     assert G1.shape == (N, theta.size) and np.all(np.isfinite(G1))
     np.testing.assert_allclose(Gc, G1, **TIGHT)
     np.testing.assert_allclose(Jc, J1, **TIGHT)
     assert bc == b1 > 0
-    g = gradient_function(prob, est)
-    naive = [
+    naive = [  # every chunk at offset 0: other keys
         np.asarray(
             g(
                 jnp.broadcast_to(jnp.asarray(theta), (b - a, theta.size)),

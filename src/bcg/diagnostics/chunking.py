@@ -1,10 +1,23 @@
 """Split large per-sample gradient computations into chunks of samples (bounded work per call).
 
-Large BCG gradient calls (about 60k branch rollouts per call and more, e.g. 2048 states x
-B = 30 on the pogo) were seen to hang inside XLA's CPU runtime, and the memory of one call grows
-with states x branches. The reports therefore compute their per-sample gradients in chunks of at
-most ``chunk_size`` samples; the default (:func:`chunk_size_for`) keeps samples x rollouts per
-sample at or below :data:`MAX_ROLLOUTS_PER_CALL`.
+Why: large BCG gradient calls (2048 pogo states x B = 30 branches and more) hang on CPU with the
+process asleep. The cause is a deadlock in jaxlib's CPU LAPACK kernels (seen on jaxlib 0.10.1
+and 0.10.2): a batched ``lapack_*_ffi`` call (Cholesky, LU, triangular solve) whose operand has
+at least :data:`LAPACK_PARALLEL_ELEMENTS` (200000) elements splits its batch into tasks on XLA's
+intra-op thread pool and blocks until they finish (``jax::ParallelBatchMap``). When the runtime
+runs as many such calls at once as the pool has threads, every pool thread waits and nothing
+runs the tasks (stacks: ``tsl::BlockUntilReady`` on the main thread, pool threads in
+``lapack_dtrsm_ffi`` -> ``ParallelBatchMap`` -> ``BlockingCounter::Wait``; the threshold is
+the constant in jaxlib 0.10.1's kernels). On the pogo (nv = 2) the constraint solver
+factorises one 2 x 2 matrix per branch rollout and step (``lapack_dpotrf_ffi`` /
+``lapack_dtrsm_ffi`` on (states, B, 2, 2)), so a call reaches the threshold at 50000 branch
+rollouts: 2048 x 30 and 1024 x 80 hung, 1024 x 40 and 1024 x 20 ran.
+
+The reports therefore compute their per-sample gradients in chunks of at most ``chunk_size``
+samples. The default keeps samples x rollouts per sample at or below
+:data:`MAX_ROLLOUTS_PER_CALL` (memory) and, read off the lowered program
+(:func:`lapack_safe_chunk`), every LAPACK call below the parallel threshold, so it runs on the
+calling thread and this deadlock cannot occur.
 
 Chunking must not change the result. Every environment of a batch is independent of the others
 (with an unlimited BCG ``capacity``, the default), but its random numbers come from the batch:
@@ -25,6 +38,8 @@ size.
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -33,9 +48,11 @@ from jax.extend.random import define_prng_impl, threefry2x32_p, threefry_prng_im
 
 from bcg import estimators as E
 
-# samples x rollouts per sample of one compiled call; the XLA CPU hang was seen from about 60k
-# (2048 x 30) and not at 41k (1024 x 40)
+# samples x rollouts per sample of one compiled call (memory bound)
 MAX_ROLLOUTS_PER_CALL = 32768
+# jaxlib's CPU LAPACK kernels split a batched call over the intra-op pool (and block on it) from
+# this many elements of the operand on (batch x rows x cols; the constant in jaxlib 0.10.x)
+LAPACK_PARALLEL_ELEMENTS = 200_000
 
 # --------------------------------------------------------------------------- keys
 
@@ -123,8 +140,42 @@ def chunk_size_for(est, chunk_size: int | None = None) -> int:
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
         return int(chunk_size)
-    per_call = max(1, MAX_ROLLOUTS_PER_CALL // rollouts_per_sample(est))
-    return 1 << (per_call.bit_length() - 1)
+    return _pow2_floor(MAX_ROLLOUTS_PER_CALL // rollouts_per_sample(est))
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+_TENSOR = re.compile(r"tensor<((?:\d+x)+)[a-z]+\d+>")
+
+
+def lapack_elements(hlo_text: str) -> int:
+    """Largest operand or result (elements) of any ``lapack_*`` custom call in a lowered
+    program's text (0 if there is none)."""
+    most = 0
+    for line in hlo_text.splitlines():
+        if "@lapack_" in line or 'call_target_name = "lapack_' in line:
+            for dims in _TENSOR.findall(line):
+                most = max(most, math.prod(int(d) for d in dims.rstrip("x").split("x")))
+    return most
+
+
+def lapack_safe_chunk(lower_text: Callable[[int], str], n: int, chunk: int) -> int:
+    """The largest chunk size <= ``chunk`` (a power of two when reduced) at which every LAPACK
+    call of the program stays below :data:`LAPACK_PARALLEL_ELEMENTS`, so that jaxlib runs it on
+    the calling thread. ``lower_text(m)``: the lowered program's text for m samples (lower the
+    jitted function itself: its trace is reused by the call that follows). LAPACK batches grow
+    linearly with the samples, so one probe usually suffices."""
+    chunk = max(1, min(chunk, n))
+    while True:
+        m = chunk_bounds(n, chunk)[0]
+        m = m[1] - m[0]
+        most = lapack_elements(lower_text(m))
+        if most < LAPACK_PARALLEL_ELEMENTS or m == 1:
+            return chunk
+        per_sample = -(-most // m)
+        chunk = min(m - 1, _pow2_floor((LAPACK_PARALLEL_ELEMENTS - 1) // per_sample))
 
 
 def chunk_bounds(n: int, chunk_size: int) -> list[tuple[int, int]]:

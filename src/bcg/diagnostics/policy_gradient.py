@@ -109,24 +109,32 @@ def gradient_function(problem: PolicyProblem, est):
 
 def gradients(problem: PolicyProblem, est, key, *, chunk_size: int | None = None, fn=None):
     """Per-sample gradients of every initial state of ``problem`` at its nominal theta, in
-    chunks of at most ``chunk_size`` samples (None: :func:`bcg.diagnostics.chunking.
-    chunk_size_for`, bounded samples x branches per call). Returns numpy ``(G (N, P), J (N,),
-    bundled env-steps)``, the same as one call of :func:`gradient_function` on the whole batch.
-    ``fn``: a compiled :func:`gradient_function` of ``est`` to reuse."""
+    chunks of at most ``chunk_size`` samples. None: bounded samples x branches per call and no
+    LAPACK call large enough to deadlock jaxlib's CPU thread pool
+    (:mod:`bcg.diagnostics.chunking`). Returns numpy ``(G (N, P), J (N,), bundled env-steps)``,
+    the same as one call of :func:`gradient_function` on the whole batch. ``fn``: a compiled
+    :func:`gradient_function` of ``est`` to reuse."""
     if isinstance(est, E.ObjectiveLevel):
         raise ValueError("the policy-gradient report takes step-level estimators")
     g = gradient_function(problem, est) if fn is None else fn
     N, P = problem.qpos0.shape[0], problem.theta.size
-    theta = np.asarray(problem.theta)
-    Gs, Js, bundled = [], [], 0
-    for start, stop in chunking.chunk_bounds(N, chunking.chunk_size_for(est, chunk_size)):
-        G, J, b = g(
-            jnp.broadcast_to(jnp.asarray(theta), (stop - start, P)),
+    theta = jnp.asarray(problem.theta)
+
+    def args(start, stop):
+        return (
+            jnp.broadcast_to(theta, (stop - start, P)),
             jnp.asarray(problem.qpos0[start:stop]),
             jnp.asarray(problem.qvel0[start:stop]),
             key,
             np.uint32(start),
         )
+
+    size = chunking.chunk_size_for(est, chunk_size)
+    if chunk_size is None:
+        size = chunking.lapack_safe_chunk(lambda m: g.lower(*args(0, m)).as_text(), N, size)
+    Gs, Js, bundled = [], [], 0
+    for start, stop in chunking.chunk_bounds(N, size):
+        G, J, b = g(*args(start, stop))
         Gs.append(np.asarray(G))  # waits for the chunk: one call in flight, bounded memory
         Js.append(np.asarray(J))
         bundled += int(b)

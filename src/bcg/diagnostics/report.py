@@ -209,27 +209,33 @@ def gradient_function(problem: GradProblem, est):
     return jax.jit(g)
 
 
-def chunked_gradient_function(problem: GradProblem, est, chunk_size: int | None = None):
+def chunked_gradient_function(problem: GradProblem, est, chunk_size: int | None = None, *, fn=None):
     """h(mx, qpos0, qvel0, ctrl, key) -> numpy (G (N, dim), J (N,), stats): the result of
     :func:`gradient_function` on the whole batch, computed in chunks of at most ``chunk_size``
-    samples (None: :func:`bcg.diagnostics.chunking.chunk_size_for`, bounded samples x rollouts
-    per call), one chunk in flight at a time. ``stats`` are summed over the chunks (with a finite
-    BCG capacity, each chunk has its own slots)."""
-    g = gradient_function(problem, est)
-    size = chunking.chunk_size_for(est, chunk_size)
+    samples, one chunk in flight at a time. None: bounded samples x rollouts per call and no
+    LAPACK call large enough to deadlock jaxlib's CPU thread pool, chosen at the first call
+    (:mod:`bcg.diagnostics.chunking`). ``stats`` are summed over the chunks (with a finite BCG
+    capacity, each chunk has its own slots). ``fn``: a compiled :func:`gradient_function` of
+    ``est`` to reuse."""
+    g = gradient_function(problem, est) if fn is None else fn
+    sizes = {}  # batch -> chunk size
 
     def h(mx, qpos0, qvel0, ctrl, key):
         qpos0, qvel0 = np.asarray(qpos0), np.asarray(qvel0)
+        N = qpos0.shape[0]
+
+        def args(start, stop):
+            q, v = jnp.asarray(qpos0[start:stop]), jnp.asarray(qvel0[start:stop])
+            return mx, q, v, ctrl, key, np.uint32(start)
+
+        if N not in sizes:
+            size = chunking.chunk_size_for(est, chunk_size)
+            if chunk_size is None:
+                size = chunking.lapack_safe_chunk(lambda m: g.lower(*args(0, m)).as_text(), N, size)
+            sizes[N] = size
         Gs, Js, stats = [], [], None
-        for start, stop in chunking.chunk_bounds(qpos0.shape[0], size):
-            G, J, st = g(
-                mx,
-                jnp.asarray(qpos0[start:stop]),
-                jnp.asarray(qvel0[start:stop]),
-                ctrl,
-                key,
-                np.uint32(start),
-            )
+        for start, stop in chunking.chunk_bounds(N, sizes[N]):
+            G, J, st = g(*args(start, stop))
             Gs.append(np.asarray(G))  # waits for the chunk: bounded memory
             Js.append(np.asarray(J))
             st = jax.tree_util.tree_map(np.asarray, st)
