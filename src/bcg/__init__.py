@@ -2,8 +2,10 @@
 
 __version__ = "0.1.0"
 
-_BAD_JAX = {"0.10.2": "it miscompiles a vmapped mat-vec followed by a reduction on CPU (jax issue "
-            "39103), which silently corrupts simulated states and gradients"}
+_BAD_JAX = {
+    "0.10.2": "it miscompiles a vmapped mat-vec followed by a reduction on CPU (jax issue "
+    "39103), which silently corrupts simulated states and gradients"
+}
 
 
 def _check_jax_version(version: str | None = None) -> None:
