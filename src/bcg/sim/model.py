@@ -14,8 +14,10 @@ bcg runs :func:`bcg.sim.solver.scan_solve`, the same solver as a **fixed-length 
 ``ls_iterations``-step line search). One iteration is exact for frictionless impacts and resting
 contact and is the cheapest; frictional sliding needs more (``benchmarks/solver_error.py``
 measures the trajectory error against native MuJoCo at full iterations: a box sliding at
-1.5 m/s is 85-100 mm off after 1 s at 1 iteration, 0-1.4 mm at 4). The native model keeps the
-MJCF's own solver settings.
+1.5 m/s is 85-100 mm off after 1 s at 1 iteration, 0-1.4 mm at 4). The solver is warm-started
+from the previous step's accelerations unless the MJCF disables it or ``warmstart=False`` (the
+G1 needs it off at 1 iteration: :mod:`bcg.envs.g1.model`). The native model keeps the MJCF's
+own solver settings.
 
 MJX's Euler integrator re-solves ``(M + h D) qacc = qfrc_smooth + qfrc_constraint`` for implicit
 damping; with an unconverged solver this differs from the solver's ``qacc`` even without damping.
@@ -118,6 +120,7 @@ def load(
     ls_iterations: int | None = None,
     name: str | None = None,
     dampratio: float = 1.0,
+    warmstart: bool | None = None,
 ) -> Sim:
     """Load an MJCF (path, XML string or MjModel) for differentiable simulation.
 
@@ -138,6 +141,9 @@ def load(
       dampratio: solref damping ratio applied with a named or numeric ``stiffness`` (1.0:
         critical damping, the default; < 1 lets contacts bounce). Ignored for ``"model"`` and
         for a :class:`ContactStiffness`, which carries its own.
+      warmstart: warm-start the MJX constraint solver from the previous physics step's
+        accelerations (True) or not (False); None keeps the MJCF's setting. The native model
+        keeps the MJCF's setting either way.
     """
     if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or substeps < 1:
         raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
@@ -172,6 +178,12 @@ def load(
     mx_src.opt.ls_iterations = int(ls_iterations or min(int(m.opt.ls_iterations), 8))
     if not np.any(m.dof_damping):
         mx_src.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+    if warmstart is not None:
+        flag = int(mujoco.mjtDisableBit.mjDSBL_WARMSTART)
+        if warmstart:
+            mx_src.opt.disableflags &= ~flag
+        else:
+            mx_src.opt.disableflags |= flag
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -33,7 +33,24 @@ action-rate penalty (``act`` is part of the simulator state that every step esti
 
 Timing: 200 Hz physics (``timestep`` 0.005), 50 Hz control (``substeps`` 4). Native solver:
 Newton, 10 iterations (the paper's), pyramidal cones, Euler integration with implicit damping
-disabled as in the source model; MJX uses :func:`bcg.sim.load`'s differentiable solver.
+disabled as in the source model; MJX uses :func:`bcg.sim.load`'s differentiable solver
+(1 Newton iteration by default) **without warm start** (:func:`load_g1`'s ``warmstart``).
+
+Why no warm start. One Newton iteration stays close to where it starts, and MuJoCo starts from
+the previous physics step's acceleration (the warm start) whenever that has the lower cost. On
+the G1 it is a poor guess: under random PD targets the light, stiffly servoed arm joints
+(shoulders, elbows, wrists: armature 0.0036 kg m^2, kd + joint damping 2.9 Nm s/rad) change
+their acceleration by ~1e3 rad/s^2 from one 5 ms step to the next. Error of the 1-iteration
+acceleration of those joints against the converged one (native MuJoCo, random-action rollouts):
+median 34, p99 1e4 rad/s^2 warm-started; 3.2 / 68 from the unconstrained acceleration. The
+error feeds back through the servos: a joint speed grows ~1.25x per physics step to 1e3 rad/s
+and NaN within ~20 steps. ``benchmarks/g1_divergence.py`` (MJX, float32, 64 envs, random actions
+``tanh(N(0, 1))`` as the initial SHAC policy, resets): warm-started, 13 / 19200 (soft) and
+2 / 19200 (stiff) env-steps diverge, 99.9th percentile of the largest joint speed 452 / 69 rad/s;
+not warm-started, 0 / 64000 and 0 / 64000, 39 / 40 rad/s, as native MuJoCo at its 10 iterations
+(38 / 39 rad/s, 0 / 19200). Native MuJoCo at 1 iteration: 12 / 1 of 19200 warm-started, 0 / 0
+not; at 2 or more iterations 0 either way (float64: not a precision problem). Without the warm
+start each physics step is a function of ``(qpos, qvel, act, ctrl)`` alone.
 """
 
 from __future__ import annotations
@@ -465,10 +482,15 @@ def load_g1(
     *,
     substeps: int = SUBSTEPS,
     solver_iterations: int = 1,
+    warmstart: bool = False,
     config: G1Config | None = None,
     **kw,
 ) -> Sim:
-    """The G1 as a :class:`bcg.sim.Sim` (200 Hz physics, 50 Hz control, MJX-validated)."""
+    """The G1 as a :class:`bcg.sim.Sim` (200 Hz physics, 50 Hz control, MJX-validated).
+
+    ``warmstart``: warm-start the MJX constraint solver (default off: with few solver
+    iterations the warm start makes the G1 diverge, see the module docstring); the native
+    model keeps MuJoCo's warm start (10 iterations converge either way)."""
     c = config or G1Config()
     m = mj_model(
         c.mjcf,
@@ -482,6 +504,7 @@ def load_g1(
         stiffness=stiffness,
         substeps=substeps,
         solver_iterations=solver_iterations,
+        warmstart=warmstart,
         name="g1",
         **kw,
     )
