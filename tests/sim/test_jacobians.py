@@ -340,3 +340,28 @@ def test_check_differentiable():
     # the MJCF's own 100 iterations would need MJX's while_loop: a clear error at load time
     with pytest.raises(ModelError, match="while_loop"):
         bs.load(CART_POLE, substeps=1, solver_iterations="model")
+
+
+def _unit(v):
+    v = np.asarray(v, float)
+    return v / np.linalg.norm(v)
+
+
+def test_chordal_quaternion_mean_nearby_and_antipodal():
+    """Nearby quaternions: the normalised arithmetic mean. A sample given by its antipodal
+    representative (-q, the same rotation) changes nothing; without the hemisphere alignment
+    the plain mean of q and -q would be 0 (NaN after normalising)."""
+    from bcg.sim.step import chordal_quaternion_mean
+
+    rng = np.random.default_rng(0)
+    q0 = _unit([0.9, 0.1, -0.2, 0.3])
+    qs = np.stack([_unit(q0 + 0.05 * rng.standard_normal(4)) for _ in range(6)])
+    plain = qs.mean(0) / np.linalg.norm(qs.mean(0))
+    np.testing.assert_allclose(np.asarray(chordal_quaternion_mean(jnp.asarray(qs))), plain, 1e-12)
+    flipped = qs.copy()
+    flipped[[1, 4]] *= -1.0
+    np.testing.assert_allclose(
+        np.asarray(chordal_quaternion_mean(jnp.asarray(flipped))), plain, rtol=1e-12
+    )
+    pair = jnp.asarray(np.stack([q0, -q0]))
+    np.testing.assert_allclose(np.asarray(chordal_quaternion_mean(pair)), q0, rtol=1e-12)

@@ -79,12 +79,31 @@ def normalize_quaternions(sim: Sim, qpos: jax.Array) -> jax.Array:
     return qpos
 
 
+def chordal_quaternion_mean(q: jax.Array) -> jax.Array:
+    """Hemisphere-aligned chordal mean of unit quaternions ``q`` (B, 4) (w, x, y, z):
+
+        q_bar = sum_i s_i q_i / |sum_i s_i q_i|,   s_i = sign(<q_i, q_0>) (+1 where 0),
+
+    the rotation closest to the samples in the chordal (Frobenius) sense when they lie within
+    90 degrees of each other. ``q`` and ``-q`` are the same rotation; aligning every sample with
+    the first keeps a pair of antipodal representatives from cancelling. The signs are
+    piecewise constant, so the gradient is that of the normalised mean of the aligned samples.
+    """
+    s = jnp.sign(jnp.sum(q * q[:1], axis=-1, keepdims=True))
+    m = jnp.mean(jnp.where(s == 0, 1.0, s) * q, axis=0)
+    return m / jnp.linalg.norm(m)
+
+
 def mean_data(sim: Sim, batch: mjx.Data) -> mjx.Data:
-    """Arithmetic mean over the leading (branch) axis of the state fields, quaternions
-    re-normalised: ``x_bar = (1/B) sum_i x_i``. Other fields are taken from branch 0."""
+    """Mean over the leading (branch) axis of the state fields: arithmetic,
+    ``x_bar = (1/B) sum_i x_i``, except the quaternion blocks of qpos (free and ball joints),
+    which take :func:`chordal_quaternion_mean`. Other fields are taken from branch 0."""
     first = jax.tree_util.tree_map(lambda x: x[0], batch)
     upd = {f: jnp.mean(getattr(batch, f), axis=0) for f in STATE_FIELDS}
-    upd["qpos"] = normalize_quaternions(sim, upd["qpos"])
+    qpos = upd["qpos"]
+    for a, b in quat_slices(sim.mj_model):
+        qpos = qpos.at[a:b].set(chordal_quaternion_mean(batch.qpos[:, a:b]))
+    upd["qpos"] = qpos
     return first.replace(**upd)
 
 
