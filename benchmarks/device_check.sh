@@ -29,7 +29,7 @@ $PY -c "import jax; print('JAX', jax.__version__, jax.devices())" || exit 1
 
 stage "tests on the GPU"
 timeout 240 $PY -m pytest -q -x -p no:cacheprovider tests/sim tests/estimators \
-  tests/learners/test_shac.py tests/learners/test_divergence.py 2>&1 | tee "$OUT/tests.log"
+  tests/learners/test_shac.py tests/learners/test_masked_divergence.py 2>&1 | tee "$OUT/tests.log"
 echo "tests exit code: ${PIPESTATUS[0]}"
 
 stage "g1_jump SHAC throughput, analytic vs bcg"
