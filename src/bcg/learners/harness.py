@@ -186,7 +186,8 @@ def _column(rows: list[dict], key: str) -> np.ndarray | None:
     """A metrics.csv column as floats (None when no row has it)."""
     if not any(r.get(key) not in (None, "") for r in rows):
         return None
-    return np.array([float(r.get(key) or "nan") for r in rows])
+    vals = [r.get(key) for r in rows]
+    return np.array([float("nan") if v in (None, "") else float(v) for v in vals])
 
 
 def plot_training(rows: list[dict], path: Path, title: str = "") -> Path:
