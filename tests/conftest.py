@@ -6,6 +6,7 @@ from pathlib import Path
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 # machine-wide cache: survives fresh clones on the same machine (CI runs on it)
@@ -13,3 +14,14 @@ _cache = Path(os.environ.get("BCG_JAX_CACHE", Path.home() / ".cache" / "bcg" / "
 jax.config.update("jax_compilation_cache_dir", str(_cache))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+@pytest.fixture
+def restore_jax(monkeypatch):
+    """For in-process CLI runs: keep the tests' compile cache, and restore float64 afterwards
+    (the CLI sets the precision of the process)."""
+    cache = jax.config.jax_compilation_cache_dir
+    monkeypatch.setenv("BCG_JAX_CACHE", str(cache))
+    yield
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_compilation_cache_dir", cache)

@@ -5,9 +5,6 @@ task from it: a tiny PPO run of pogo_hop (not the default hopper_jump)."""
 import csv
 import json
 
-import jax
-import pytest
-
 from bcg import cli
 
 PPO_TINY = [
@@ -16,15 +13,6 @@ PPO_TINY = [
     "--param", "ppo.unroll_length=4", "--param", "ppo.num_updates_per_batch=1",
     "--param", "ppo.num_evals=3", "--param", "ppo.num_eval_envs=2",
 ]  # fmt: skip
-
-
-@pytest.fixture
-def restore_jax(monkeypatch):
-    cache = jax.config.jax_compilation_cache_dir
-    monkeypatch.setenv("BCG_JAX_CACHE", str(cache))  # keep the test cache
-    yield
-    jax.config.update("jax_enable_x64", True)  # the CLI sets precision for the process
-    jax.config.update("jax_compilation_cache_dir", cache)
 
 
 def test_ppo_run_through_the_cli_is_a_bcg_run(tmp_path, capsys, restore_jax):

@@ -2,19 +2,7 @@
 
 import json
 
-import jax
-import pytest
-
 from bcg import cli
-
-
-@pytest.fixture
-def restore_jax(monkeypatch):
-    cache = jax.config.jax_compilation_cache_dir
-    monkeypatch.setenv("BCG_JAX_CACHE", str(cache))  # keep the test cache
-    yield
-    jax.config.update("jax_enable_x64", True)  # the CLI sets precision for the process
-    jax.config.update("jax_compilation_cache_dir", cache)
 
 
 def test_cli_export_transfer_deploy(hopper_run, tmp_path, capsys, restore_jax):
