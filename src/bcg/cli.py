@@ -224,13 +224,13 @@ def _run_description(args) -> dict:
     if params.get("env"):
         run["env_params"] = params["env"]
     if learner == "ppo":
-        run["timesteps"] = _ppo_timesteps(args)
+        run["timesteps"] = _ppo_timesteps(args, args.num_envs, args.horizon)
     return run
 
 
-def _ppo_timesteps(args) -> int:
+def _ppo_timesteps(args, num_envs: int, horizon: int | None) -> int:
     """PPO's env-step budget: ``--timesteps``, else iterations x envs x horizon (32)."""
-    return int(args.timesteps or args.iterations * args.num_envs * (args.horizon or 32))
+    return int(args.timesteps or args.iterations * int(num_envs) * int(horizon or 32))
 
 
 def _train_ppo(args, run: dict, run_dir: Path) -> int:
@@ -280,8 +280,7 @@ def cmd_train(args) -> int:
         stored = json.loads((run_dir / "run.json").read_text())
         run = {**stored, "iterations": args.iterations}  # the stored run, maybe extended
         if run["learner"] == "ppo":  # the budget, maybe extended
-            per_iteration = int(run["num_envs"]) * int(run.get("horizon") or 32)
-            run["timesteps"] = int(args.timesteps or args.iterations * per_iteration)
+            run["timesteps"] = _ppo_timesteps(args, run["num_envs"], run.get("horizon"))
     if run["learner"] == "ppo":
         if args.devices is not None:
             raise ValueError("--devices applies to shac / bptt (brax PPO places its own devices)")
