@@ -79,6 +79,16 @@ def test_bootstrap_interval_narrows_with_more_samples():
     assert hi_l - lo_l < 0.5 * (hi_s - lo_s)
 
 
+def test_bootstrap_interval_equals_the_direct_resampling():
+    """The Gram-matrix form equals resampling the rows and computing the summed variance."""
+    G = np.random.default_rng(2).normal(size=(20, 7)) * np.arange(1, 8)
+    rng = np.random.default_rng(9)
+    idx = rng.integers(0, 20, size=(500, 20))
+    direct = np.sum(np.var(G[idx], axis=1, ddof=1), axis=-1)
+    expect = np.percentile(direct, [2.5, 97.5])
+    np.testing.assert_allclose(bootstrap_interval(G, n_resamples=500, seed=9), expect, rtol=1e-10)
+
+
 def test_bootstrap_interval_deterministic_for_a_seed():
     rng = np.random.default_rng(4)
     G = rng.normal(size=(30, 2))

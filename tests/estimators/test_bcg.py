@@ -128,9 +128,9 @@ def test_bundle_step_is_the_mean_of_branches(sim):
 
     def branches(x):
         d = jax.tree_util.tree_map(lambda a: a[0], d0.replace(qpos=x[None, :1], qvel=x[None, 1:]))
-        plain, fmax = bs.control_step(sim, d, u[0])
-        k = jax.random.split(key, 1)[0]
-        dq, dqd, dp, dv, _ = fo._offsets_full(sim, plain, fmax > 0.0, k)
+        plain, forces = bs.control_step(sim, d, u[0], per_substep=True)
+        k = jax.random.split(jax.random.split(key, 1)[0])[0]  # the env's key, then its start key
+        dq, dqd, dp, dv, _ = fo.offsets(sim, plain, fo.trigger_rule(sim, plain, forces), k)
 
         def branch(i):
             db = d.replace(qpos=bs.integrate_qpos(sim, d.qpos, dq[i]), qvel=d.qvel + dqd[i])
@@ -153,26 +153,32 @@ def test_bundle_step_is_the_mean_of_branches(sim):
     J_st = np.asarray(jax.jit(jax.jacrev(lambda x: bcg_step(st, x)[0]))(x0))
     Y, dp, dv = np.asarray(Y), np.asarray(dp), np.asarray(dv)
     dY = Y - Y.mean(0)
-    # the slide's chain Jacobian is the z row of a (3, 1) contact Jacobian: s = (z, vz)
+    # the ball's group Jacobian is the z row of a (3, 1) Jacobian: s = (z, vz)
     zrow = 2
     stein = np.stack([dY.T @ dp[:, zrow] / 0.01**2, dY.T @ dv[:, zrow] / 0.02**2], 1) / 4
     np.testing.assert_allclose(J_st, stein, rtol=1e-4, atol=1e-8)
     assert not np.allclose(J_st, np.asarray(J_fo), rtol=1e-2)
 
 
-def test_offsets_follow_the_contact_chain(sim):
+@pytest.mark.parametrize("perturb", ["limb", "chain"])
+def test_offsets_follow_the_contact_chain(sim, perturb):
     """dq = J^T (J J^T + lambda I)^-1 dp: the Cartesian offsets of the contact point are
-    reproduced (J dq ~ dp) and offsets are zero for contacts that did not trigger."""
-    est = BCG(num_branches=64, sigma_p=0.01, sigma_v=0.02)
+    reproduced (J dq ~ dp) and offsets are zero for contacts that did not trigger. The ball's
+    only joint is an unactuated root slide: its limb is its whole chain."""
+    from bcg.estimators.trigger import Hot
+
+    est = BCG(num_branches=64, sigma_p=0.01, sigma_v=0.02, perturb=perturb)
     d = jax.tree_util.tree_map(lambda x: x[0], _batch(sim, [0.099], [0.0]))
     d, fmax = jax.jit(lambda d: bs.control_step(sim, d, jnp.zeros(0)))(d)
     J = np.asarray(bs.contact_jacobians(sim.mjx_model, d))[0]  # (3, nv)
-    np.testing.assert_allclose(J[:, 0], [0.0, 0.0, 1.0], atol=1e-12)  # slide moves along z
-    dq, dqd = est.offsets(sim, d, jnp.ones_like(fmax, bool), jax.random.PRNGKey(1))
+    np.testing.assert_allclose(np.abs(J[:, 0]), [0.0, 0.0, 1.0], atol=1e-12)  # slide along z
+    on = Hot(jnp.ones((1,), bool), jnp.ones_like(fmax, bool))
+    dq, dqd = est.offsets(sim, d, on, jax.random.PRNGKey(1))[:2]
     dp = np.asarray(dq) @ J.T  # Cartesian offsets realised at the contact point (z only)
     assert abs(np.std(dp[:, 2]) - 0.01) < 0.003
     assert abs(np.std((np.asarray(dqd) @ J.T)[:, 2]) - 0.02) < 0.006
-    z, _ = est.offsets(sim, d, jnp.zeros_like(fmax, bool), jax.random.PRNGKey(1))
+    off = Hot(jnp.zeros((1,), bool), jnp.zeros_like(fmax, bool))
+    z = est.offsets(sim, d, off, jax.random.PRNGKey(1))[0]
     assert np.all(np.asarray(z) == 0)
 
 
@@ -195,6 +201,11 @@ def test_offsets_follow_the_contact_chain(sim):
         ({"antithetic": True, "num_branches": 3}, "antithetic"),
         ({"gradient": "magic"}, "gradient"),
         ({"gradient": "stein", "num_branches": 1}, "num_branches"),
+        ({"perturb": "base"}, "perturb"),
+        ({"trigger": "impulse"}, "trigger mode"),
+        ({"max_dq": 0.0}, "max_dq"),
+        ({"max_dqd": -1.0}, "max_dqd"),
+        ({"new_groups": 1}, "new_groups"),
     ],
 )
 def test_bad_parameters(kw, match):
@@ -221,7 +232,7 @@ def test_soft_contact_never_triggers_and_bcg_equals_analytic():
     """The stiffness gate (ours): contacts slower than 3 physics steps never bundle, so on soft
     contact BCG is the analytic step exactly; with ``stiff_timeconst=None`` (the paper) the same
     impact triggers."""
-    from bcg.estimators.bcg import hot_contacts, resolve_stiff_timeconst
+    from bcg.estimators.trigger import hot_contacts, resolve_stiff_timeconst
 
     soft = bs.load(BALL, stiffness="soft", name="ball-soft")
     d = jax.tree_util.tree_map(lambda x: x[0], _batch(soft, [0.102], [-1.5]))

@@ -1,14 +1,13 @@
 """Contact groups and limb paths (bcg.estimators.contact_groups) on a floating-base humanoid (the
 G1), a planar hopper with unactuated root joints and a fixed-base arm."""
 
-import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
 
 from bcg.envs.g1 import model as g1m
 from bcg.envs.tasks import HOPPER_XML
-from bcg.estimators.contact_groups import group_forces, limb_paths
+from bcg.estimators.contact_groups import limb_paths
 
 ARM_XML = """
 <mujoco model="arm">
@@ -75,17 +74,3 @@ def test_fixed_base_arm_limb_reaches_the_world():
     assert _dof_names(m, paths.dof_mask[fore]) == ["shoulder", "elbow"]
     assert _dof_names(m, paths.dof_mask[upper]) == ["shoulder"]
     assert not paths.floating.any()
-
-
-def test_group_forces_sum_per_body_and_skip_the_world():
-    m = mujoco.MjModel.from_xml_string(HOPPER_XML)
-    paths = limb_paths(m)
-    gid = {n: mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, n) for n in ("floor", "foot", "shin")}
-    shin = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "shin")
-    torso = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "torso")
-    geom = jnp.array([[gid["floor"], gid["foot"]], [gid["shin"], gid["floor"]], [0, 0]])
-    force = jnp.array([30.0, 12.5, 0.0])
-    f = np.asarray(group_forces(paths, geom, force))
-    assert f.shape == (m.nbody,)
-    assert f[shin] == pytest.approx(42.5) and f[0] == 0.0 and f[torso] == 0.0
-    assert f.sum() == pytest.approx(42.5)

@@ -254,12 +254,20 @@ def summed_variance(G: np.ndarray) -> float:
 
 
 def bootstrap_interval(G: np.ndarray, n_resamples: int = 4000, seed: int = 0, level=0.95):
-    """Percentile bootstrap interval of :func:`summed_variance` over the N samples."""
+    """Percentile bootstrap interval of :func:`summed_variance` over the N samples.
+
+    A resample with counts c (sum c = N) has summed variance
+    ``(c . diag(K) - c^T K c / N) / (N - 1)`` with the Gram matrix K = G G^T, so the cost and
+    memory are those of K (N x N), whatever the gradient dimension."""
     rng = np.random.default_rng(seed)
+    G = np.asarray(G, np.float64).reshape(G.shape[0], -1)
     N = G.shape[0]
+    Gc = G - G.mean(0)  # centring leaves every resample's variance unchanged; better rounding
+    K = Gc @ Gc.T
     idx = rng.integers(0, N, size=(n_resamples, N))
-    S = G[idx]  # (R, N, dim)
-    vals = np.sum(np.var(S, axis=1, ddof=1), axis=-1)
+    C = np.zeros((n_resamples, N))
+    np.add.at(C, (np.arange(n_resamples)[:, None], idx), 1.0)
+    vals = (C @ np.diag(K) - np.einsum("ri,ij,rj->r", C, K, C) / N) / (N - 1)
     lo, hi = np.percentile(vals, [50 * (1 - level), 50 * (1 + level)])
     return float(lo), float(hi)
 

@@ -15,8 +15,10 @@ import dataclasses
 from collections.abc import Callable
 
 from bcg.estimators import smoothing
-from bcg.estimators.bcg import BCG, BundleCarry, StepStats
+from bcg.estimators.bcg import BCG, BundleCarry
 from bcg.estimators.rollout import PlainStep, rollout
+from bcg.estimators.stats import StepStats
+from bcg.estimators.trigger import Trigger
 
 NAMES = ("analytic", "bcg", "bcg-stein", "global-bundle", "zeroth-order", "alpha-order")
 
@@ -79,6 +81,7 @@ __all__ = [
     "ObjectiveLevel",
     "PlainStep",
     "StepStats",
+    "Trigger",
     "make",
     "rollout",
     "smoothing",

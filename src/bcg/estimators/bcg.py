@@ -1,56 +1,32 @@
 """Bundled Contact Gradients (BCG): the rollout step that bundles only at stiff contact.
 
-Per control step t of a batch of environments (METHOD.md):
+Per control step t of a batch of environments (Aditya et al., 2026; docs/method.md):
 
-1. Trigger. The plain step x_{t+1} = F(x_t, a_t) is computed for every environment; an
-   environment triggers when some contact's normal force during the step exceeds ``tau``.
-2. Perturb. B offsets of the contacting chains: for the triggering contacts with stacked
-   relative translational Jacobian J (3 k x nv),
-       dq_i   = J^T (J J^T + lambda I)^-1 dp_i,   dp_i ~ N(0, sigma_p^2 I)
-       dqd_i  = J^T (J J^T + lambda I)^-1 dv_i,   dv_i ~ N(0, sigma_v^2 I)
-   (constants for autodiff: ``stop_gradient``), branch i starts at
+1. Trigger (:mod:`bcg.estimators.trigger`). The plain step x_{t+1} = F(x_t, a_t) is computed for
+   every environment; an environment triggers when one of its contact groups (a body's
+   contacts, e.g. a foot) carries more than ``tau`` newtons of stiff normal force.
+2. Perturb (:mod:`bcg.estimators.offsets`). B offsets of the hot groups' limbs (or of the whole
+   contacting chains), dq_i = clip(M dp_i), dqd_i = clip(M dv_i), M = J^T (J J^T + lambda I)^-1,
+   dp_i ~ N(0, sigma_p^2 I), dv_i ~ N(0, sigma_v^2 I); branch i starts at
    (q_t (+) dq_i, qd_t + dqd_i).
-3. Bundled rollout. The B branches evolve H control steps under the shared action a_t.
-4. Aggregate. x_bar = (1/B) sum_i x^(i) (quaternions re-normalised) replaces the nominal
-   state, supplying reward and next action; after H steps the rollout continues from it.
-5. Gradient. Autodiff through the mean gives
-       Z_bar_{t+1} = (1/B) sum_i (F_x Z_t^(i) + F_a U_t).
+3. Bundled rollout. The B branches evolve H control steps under the main environment's actions.
+   A branch in which another group becomes hot mid-bundle perturbs that group from its own
+   state (``new_groups``, limb offsets only).
+4. Aggregate (:mod:`bcg.estimators.aggregation`). The branch mean x_bar (quaternions by the
+   chordal mean) replaces the environment's state at every bundle step, supplying reward and
+   next action; after H steps the rollout continues from it. Autodiff through the mean gives
+       Z_bar_{t+1} = (1/B) sum_i (F_x Z_t^(i) + F_a U_t),
+   or with ``gradient="stein"`` a Stein estimate inside the perturbed subspace.
+5. Slots (:mod:`bcg.estimators.slots`). Only the environments that need a bundle compute one,
+   compacted into ``capacity`` slots; a step with no bundle costs a plain step.
 
-Stein aggregation (``gradient="stein"``, ours). First-order averaging (5.) keeps the
-per-branch slopes: when a stiff contact resolves within one physics step the post-impact state
-is a sawtooth of the pre-impact state (the impact step shifts), every branch sees the same large
-slope and the jumps are never seen, so the mean of slopes is neither small nor the slope of the
-smoothed dynamics. With ``"stein"`` the sensitivity to the start state x_t *inside the perturbed
-subspace* range(M), M = J^T (J J^T + lambda I)^-1, is the Stein (zeroth-order) estimate of the
-smoothed bundle map from the branches themselves,
-    d y_bar / d s  ~  (1/B) sum_i (y^(i) - y_bar) [dp_i / sigma_p^2, dv_i / sigma_v^2]^T,
-with s = (M^+ dq_t, M^+ dqd_t) the Cartesian coordinates of the state, while the complement
-(I - M M^+) and the shared actions keep the first-order (autodiff) path. The forward value is
-unchanged (the branch mean).
-
-Contact-local cost. Under ``vmap`` a per-environment ``cond`` evaluates the bundle for every
-environment. With ``capacity = C`` the environments that are in (or start) a bundle are
-compacted into a fixed buffer of C slots (continuing bundles first), so a step costs E plain
-steps + C x B branch steps instead of E x (1 + B). Environments that do not fit overflow:
-they take the plain step, and the overflow is counted in the step statistics. A step at which
-no environment of the batch bundles skips the bundle computation altogether (``lax.switch`` on
-the batch, forward and backward). With ``buckets = k`` the slot counts C, C/2, ..., C/2^(k-1)
-are all compiled and a step runs the smallest that holds its n bundling environments, so the
-branch cost follows n (up to a factor 2) instead of the worst case C. Only the state fields
-(qpos, qvel, act, qacc_warmstart) of the bundle mean are scattered back; derived fields of the
-returned data (xpos, contacts, ...) are those of the plain step (run ``mjx.forward`` on the state
-if you need them at the mean).
-
-Stiffness gate (ours). The paper triggers on force alone. Here a contact may trigger only if its
-solref time constant is at most ``stiff_timeconst`` (default 3 physics steps): soft contacts
-resolve over many steps, their analytic gradients are smooth, and bundling them would only add
-cost and smoothing bias.
+Only the state fields (qpos, qvel, act, qacc_warmstart) of the bundle mean are written back;
+derived fields of the returned data (xpos, contacts, ...) are those of the plain step.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from typing import NamedTuple
 
@@ -58,51 +34,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bcg.sim.contact import contact_jacobians
-from bcg.sim.model import Sim
-from bcg.sim.step import (
-    control_step,
-    differentiate_qpos,
-    integrate_qpos,
-    integrate_qpos_linear,
-    mean_data,
+from bcg.estimators import aggregation, offsets, slots, trigger
+from bcg.estimators.stats import StepStats
+from bcg.estimators.trigger import (  # noqa: F401  (re-exported: the historical home)
+    Trigger,
+    contact_timeconst,
+    hot_contacts,
+    resolve_stiff_timeconst,
+    resolve_tau,
 )
+from bcg.sim.model import Sim
+from bcg.sim.step import control_step, integrate_qpos
 
-TAU_AUTO_WEIGHT_FACTOR = 1.2  # auto tau = 1.2 x total weight (paper: 400 N on a 33 kg G1)
-STIFF_AUTO_STEPS = 3.0  # auto stiffness gate: contact time constant <= 3 physics steps
-
-
-def resolve_tau(tau: float | str, sim: Sim) -> float:
-    """Trigger force in newtons: ``tau``, or 1.2 x total weight for ``"auto"``."""
-    if tau == "auto":
-        return TAU_AUTO_WEIGHT_FACTOR * sim.total_weight()
-    return float(tau)
-
-
-def resolve_stiff_timeconst(value: float | str | None, sim: Sim) -> float:
-    """Largest contact time constant (s) that may trigger: ``value``, 3 physics steps for
-    ``"auto"``, or infinity for ``None`` (every contact may trigger, as in the paper)."""
-    if value is None:
-        return math.inf
-    if value == "auto":
-        return STIFF_AUTO_STEPS * sim.physics_dt
-    return float(value)
-
-
-def contact_timeconst(data) -> jax.Array:
-    """Per contact slot, the solref time constant in seconds (last axis ``ncon``). A direct
-    ``solref = (-k, -b)`` gives the undamped equivalent ``1 / sqrt(k)``."""
-    ref = data._impl.contact.solref[..., 0]
-    return jnp.where(ref > 0, ref, 1.0 / jnp.sqrt(jnp.maximum(-ref, 1e-12)))
-
-
-def hot_contacts(data, fmax, tau: float, max_timeconst: float) -> jax.Array:
-    """Per contact slot (last axis ``ncon``): normal force above ``tau`` and time constant at
-    most ``max_timeconst``. ``fmax``: peak normal force of each slot over the control step.
-    An environment triggers when any of its contacts is hot."""
-    if fmax.shape[-1] == 0:
-        return jnp.zeros(fmax.shape, bool)
-    return (fmax > tau) & (contact_timeconst(data) <= max_timeconst)
+PERTURB = ("limb", "chain")
 
 
 class BranchState(NamedTuple):
@@ -125,16 +69,9 @@ class BundleCarry(NamedTuple):
     data: object  # mjx.Data: the nominal (= bundle mean while bundled) state
     branches: BranchState  # (B, ...) valid while remaining > 0
     remaining: jax.Array  # int: bundle steps still to run after this one
-    anchor: jax.Array  # (2R,) Cartesian coordinates s of the start state (value 0; "stein")
-    noise: jax.Array  # (B, 2R) [dp / sigma_p^2, dv / sigma_v^2] of the bundle ("stein")
-
-
-class StepStats(NamedTuple):
-    """Per-step counts over the environment batch."""
-
-    triggered: jax.Array  # environments that started a bundle
-    bundled: jax.Array  # environments whose step was a bundle step
-    overflow: jax.Array  # environments that needed a bundle but found no free slot
+    anchor: jax.Array  # (2r,) Cartesian coordinates s of the start state (value 0; "stein")
+    noise: jax.Array  # (B, 2r) [dp / sigma_p^2, dv / sigma_v^2] of the bundle ("stein")
+    perturbed: jax.Array  # (B, G) bool: groups already perturbed in each branch
 
 
 def _check_int(name, v, lo):
@@ -158,29 +95,27 @@ class BCG:
       horizon: H, control steps a bundle lasts (paper 2).
       sigma_p: Cartesian position offset std in metres (paper 0.01).
       sigma_v: Cartesian velocity offset std in m/s (paper 0.02).
-      tau: contact normal-force trigger in newtons, or ``"auto"`` = 1.2 x total weight.
+      tau: trigger threshold in newtons, or ``"auto"`` = 1.2 x total weight.
+      trigger: ``"group-mean"`` (a group's mean total normal force over the control step, i.e.
+        its impulse / control_dt), ``"group-peak"`` or ``"contact"`` (per-contact peak force,
+        the paper's text); see :mod:`bcg.estimators.trigger`.
       stiff_timeconst: only contacts whose solref time constant is at most this (seconds) may
-        trigger: ``"auto"`` = 3 physics steps (ours: soft contact, whose analytic gradients are
-        already smooth, is never bundled), ``None`` = any contact (the paper).
+        trigger: ``"auto"`` = 3 physics steps, ``None`` = any contact (the paper).
+      perturb: ``"limb"`` (the hot groups' limbs only, never the floating base; the authors'
+        code) or ``"chain"`` (stacked contact Jacobians w.r.t. every dof; the paper's text).
+      max_dq, max_dqd: per-dof clamps of the joint offsets (rad or m; rad/s or m/s), None for
+        none (the authors' code: 0.1 and 0.5).
+      new_groups: with limb offsets, a branch in which a group becomes hot mid-bundle perturbs
+        that group from its own state (at the start of the next bundle step).
       damping: lambda of the damped pseudo-inverse (paper 1e-4).
-      capacity: bundle slots per step for a batch of environments: an int, a fraction of the
-        batch in (0, 1], or None for no compaction (every environment computes the bundle,
-        the naive per-environment cond).
-      buckets: with ``capacity``, the number of compiled bundle sizes C, C/2, C/4, ... (ceil,
-        at least 1 slot): each step runs the smallest size that holds every environment that
-        needs a bundle (``lax.switch``), so a step costs E + C_k x B plain steps with C_k close
-        to the number of bundling environments instead of E + C x B. Each size is compiled
-        separately (compile time grows with ``buckets``).
-      remat: recompute the bundle on the backward pass (``jax.checkpoint``) instead of storing
-        its intermediate values. Under reverse mode a ``lax.switch`` stores the residuals of
-        every path (zeros for the paths not taken), so without remat every step writes the
-        residuals of the largest bundle, triggered or not.
+      capacity: bundle slots per step: an int, a fraction of the batch in (0, 1], or None (every
+        environment computes the bundle); overflowing environments take the plain step.
+      buckets: with ``capacity``, compiled slot counts C, C/2, C/4, ...; each step runs the
+        smallest that holds its bundling environments.
+      remat: recompute the bundle on the backward pass instead of storing its residuals.
       antithetic: pair offsets (+d, -d) so that their mean is exactly zero.
-      gradient: ``"first-order"`` (the paper: mean of branch sensitivities) or ``"stein"``
-        (Stein estimate inside the perturbed subspace, see the module docstring).
-      stein_velocity: with ``"stein"``, also replace the velocity sensitivity (default: only
-        positions; the velocity offsets are tiny, so their Stein term would mostly be the noise
-        of the position-induced spread divided by sigma_v).
+      gradient: ``"first-order"`` (the paper) or ``"stein"`` (:mod:`bcg.estimators.aggregation`).
+      stein_velocity: with ``"stein"``, also replace the velocity sensitivity.
     """
 
     num_branches: int = 10
@@ -188,7 +123,12 @@ class BCG:
     sigma_p: float = 0.01
     sigma_v: float = 0.02
     tau: float | str = "auto"
+    trigger: str = "group-mean"
     stiff_timeconst: float | str | None = "auto"
+    perturb: str = "limb"
+    max_dq: float | None = 0.1
+    max_dqd: float | None = 0.5
+    new_groups: bool = True
     damping: float = 1e-4
     capacity: int | float | None = None
     buckets: int = 1
@@ -208,6 +148,12 @@ class BCG:
             _check_pos("tau", self.tau, allow_zero=True)
         if self.stiff_timeconst not in ("auto", None):
             _check_pos("stiff_timeconst", self.stiff_timeconst)
+        for clamp in ("max_dq", "max_dqd"):
+            if getattr(self, clamp) is not None:
+                _check_pos(clamp, getattr(self, clamp))
+        if self.perturb not in PERTURB:
+            raise ValueError(f"perturb must be 'limb' or 'chain', got {self.perturb!r}")
+        Trigger(mode=self.trigger)  # validates the mode
         if self.capacity is not None:
             c = self.capacity
             if isinstance(c, bool) or not isinstance(c, (int, float)):
@@ -217,7 +163,7 @@ class BCG:
             if isinstance(c, int) and c < 1:
                 raise ValueError(f"capacity must be >= 1 slot, got {c!r}")
         _check_int("buckets", self.buckets, 1)
-        for flag in ("remat", "antithetic", "stein_velocity"):
+        for flag in ("remat", "antithetic", "stein_velocity", "new_groups"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if self.buckets > 1 and self.capacity is None:
@@ -229,22 +175,43 @@ class BCG:
         if self.antithetic and self.num_branches % 2:
             raise ValueError(f"antithetic needs an even num_branches, got {self.num_branches}")
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ parts
+
+    @property
+    def trigger_rule(self) -> Trigger:
+        return Trigger(self.tau, self.stiff_timeconst, self.trigger)
 
     def tau_newton(self, sim: Sim) -> float:
         return resolve_tau(self.tau, sim)
 
     def slots(self, batch: int) -> int:
-        if self.capacity is None:
-            return batch
-        if isinstance(self.capacity, float):
-            return max(1, min(batch, math.ceil(self.capacity * batch)))
-        return min(batch, int(self.capacity))
+        return slots.slot_count(self.capacity, batch)
 
     def bucket_sizes(self, batch: int) -> tuple[int, ...]:
         """Compiled slot counts, increasing, the last one ``slots(batch)``."""
-        C = self.slots(batch)
-        return tuple(sorted({max(1, math.ceil(C / 2**k)) for k in range(self.buckets)}))
+        return slots.bucket_sizes(self.capacity, self.buckets, batch)
+
+    def _offset_kw(self, num_branches=None, antithetic=None) -> dict:
+        return dict(
+            num_branches=self.num_branches if num_branches is None else num_branches,
+            sigma_p=self.sigma_p,
+            sigma_v=self.sigma_v,
+            damping=self.damping,
+            antithetic=self.antithetic if antithetic is None else antithetic,
+            max_dq=self.max_dq,
+            max_dqd=self.max_dqd,
+        )
+
+    def offsets(self, sim: Sim, data, hot: trigger.Hot, key) -> offsets.Offsets:
+        """Branch offsets for the hot groups (limb) or contacts (chain) of one environment."""
+        if self.perturb == "limb":
+            return offsets.limb_offsets(sim, data, hot.groups, key, **self._offset_kw())
+        return offsets.chain_offsets(sim, data, hot.contacts, key, **self._offset_kw())
+
+    def _noise_dim(self, sim: Sim, data) -> int:
+        if self.perturb == "limb":
+            return 3 * int(trigger.group_bodies(sim.mj_model).size)
+        return 3 * int(np.asarray(data._impl.contact.efc_address).shape[-1])
 
     def init(self, sim: Sim, data) -> BundleCarry:
         """Carry for a batch of environments (leading axis of ``data``)."""
@@ -254,185 +221,121 @@ class BCG:
         def rep(x):
             return jnp.broadcast_to(x[..., None, :], lead + (B, x.shape[-1]))
 
-        br = jax.tree_util.tree_map(rep, BranchState.of(data))
-        R = 2 * 3 * self._ncon(data)
+        R = 2 * self._noise_dim(sim, data)
+        G = int(trigger.group_bodies(sim.mj_model).size)
         z = data.qpos.dtype
         return BundleCarry(
             data,
-            br,
+            jax.tree_util.tree_map(rep, BranchState.of(data)),
             jnp.zeros(lead, jnp.int32),
             jnp.zeros(lead + (R,), z),
             jnp.zeros(lead + (B, R), z),
+            jnp.zeros(lead + (B, G), bool),
         )
 
-    @staticmethod
-    def _ncon(data) -> int:
-        return int(np.asarray(data._impl.contact.efc_address).shape[-1])
+    # ------------------------------------------------------------------ one environment
 
-    def offsets(self, sim: Sim, d_contact, mask, key):
-        """(dq, dqd), each (B, nv): chain offsets for the contacts in ``mask`` (stop_gradient)."""
-        return self._offsets_full(sim, d_contact, mask, key)[:2]
-
-    def _offsets_full(self, sim: Sim, d_contact, mask, key):
-        """(dq, dqd, dp, dv, M): joint offsets, Cartesian offsets (B, 3 ncon) and the map
-        M = J^T (J J^T + lambda I)^-1 (nv, 3 ncon), all stop_gradient."""
-        m = sim.mjx_model
-        J = contact_jacobians(m, d_contact)  # (ncon, 3, nv)
-        J = J * mask[:, None, None].astype(J.dtype)
-        Jf = J.reshape(-1, m.nv)
-        A = Jf @ Jf.T + self.damping * jnp.eye(Jf.shape[0], dtype=Jf.dtype)
+    def _perturb_new_groups(self, sim: Sim, stepped, forces, perturbed, go_on, key):
+        """Branch states with the groups that became hot in a branch (and were not perturbed
+        there yet) perturbed from that branch's state, when the bundle goes on."""
+        rule = self.trigger_rule
         B = self.num_branches
-        n = B // 2 if self.antithetic else B
-        kp, kv = jax.random.split(key)
-        dp = self.sigma_p * jax.random.normal(kp, (n, Jf.shape[0]), Jf.dtype)
-        dv = self.sigma_v * jax.random.normal(kv, (n, Jf.shape[0]), Jf.dtype)
-        if self.antithetic:
-            dp = jnp.concatenate([dp, -dp])
-            dv = jnp.concatenate([dv, -dv])
-        Minv_t = jnp.linalg.solve(A, Jf)  # (3k, nv) = (J J^T + lambda I)^-1 J = M^T
-        sg = jax.lax.stop_gradient
-        return sg(dp @ Minv_t), sg(dv @ Minv_t), sg(dp), sg(dv), sg(Minv_t.T)
+        hot_b = jax.vmap(lambda d, f: rule(sim, d, f).groups)(stepped, forces)  # (B, G)
+        fresh = hot_b & ~perturbed & go_on
+        kw = self._offset_kw(num_branches=1, antithetic=False)
+        offs = jax.vmap(lambda d, g, k: offsets.limb_offsets(sim, d, g, k, **kw))(
+            stepped, fresh, jax.random.split(key, B)
+        )
+        moved = jax.vmap(lambda q, dq: integrate_qpos(sim, q, dq))(stepped.qpos, offs.dq[:, 0])
+        any_fresh = jnp.any(fresh, axis=-1, keepdims=True)
+        br = BranchState.of(stepped)
+        br = br._replace(
+            qpos=jnp.where(any_fresh, moved, br.qpos),
+            qvel=jnp.where(any_fresh, br.qvel + offs.dqd[:, 0], br.qvel),
+        )
+        return br, perturbed | fresh
 
-    def _bundle_one(self, sim: Sim, carry: BundleCarry, plain, hot, ctrl, key):
-        """Bundle step of one environment: start (if not in a bundle) or continue it; ``hot``
-        (ncon,) marks the contacts whose chains are perturbed."""
-        sg = jax.lax.stop_gradient
+    def _bundle_one(self, sim: Sim, carry: BundleCarry, plain, hot: trigger.Hot, ctrl, key):
+        """Bundle step of one environment: start it (if not in a bundle) or continue it."""
         d = carry.data
         B = self.num_branches
         in_bundle = carry.remaining > 0
-        dq, dqd, dp, dv, M = self._offsets_full(sim, plain, hot, key)
+        k_start, k_new = jax.random.split(key)
+        offs = self.offsets(sim, plain, hot, k_start)
         q0, v0 = d.qpos, d.qvel
         anchor, noise = carry.anchor, carry.noise
         if self.gradient == "stein":
-            # the start state's sensitivity inside range(M) goes through the Stein term only
-            Mp = sg(jnp.linalg.pinv(M))  # (3k, nv)
-            P = M @ Mp
-            dq_tan = differentiate_qpos(sim, sg(q0), q0)  # value 0, derivative: tangent map
-            dv_tan = v0 - sg(v0)
-            q0 = integrate_qpos_linear(sim, sg(q0), dq_tan - P @ dq_tan)
-            inv_p = 1.0 / self.sigma_p**2 if self.sigma_p > 0 else 0.0
-            inv_v = 1.0 / self.sigma_v**2 if self.sigma_v > 0 else 0.0
-            if self.stein_velocity:
-                v0 = sg(v0) + dv_tan - P @ dv_tan
-            else:  # velocities keep the first-order path
-                dv_tan, inv_v = jnp.zeros_like(dv_tan), 0.0
-            anchor = jnp.where(in_bundle, anchor, jnp.concatenate([Mp @ dq_tan, Mp @ dv_tan]))
-            noise = jnp.where(in_bundle, noise, jnp.concatenate([dp * inv_p, dv * inv_v], -1))
+            q0, v0, a_new, n_new = aggregation.stein_detach(
+                sim, q0, v0, offs, self.sigma_p, self.sigma_v, self.stein_velocity
+            )
+            anchor = jnp.where(in_bundle, anchor, a_new)
+            noise = jnp.where(in_bundle, noise, n_new)
         start = BranchState(
-            jax.vmap(lambda v: integrate_qpos(sim, q0, v))(dq),
-            v0[None] + dqd,
+            jax.vmap(lambda v: integrate_qpos(sim, q0, v))(offs.dq),
+            v0[None] + offs.dqd,
             jnp.broadcast_to(d.act, (B,) + d.act.shape),
             jnp.broadcast_to(d.qacc_warmstart, (B,) + d.qvel.shape),
         )
         br = jax.tree_util.tree_map(lambda a, b: jnp.where(in_bundle, a, b), carry.branches, start)
+        start_groups = jnp.broadcast_to(hot.groups, carry.perturbed.shape)
+        perturbed = jnp.where(in_bundle, carry.perturbed, start_groups)
 
         def step_branch(b: BranchState):
             db = d.replace(qpos=b.qpos, qvel=b.qvel, act=b.act, qacc_warmstart=b.qacc_warmstart)
-            return control_step(sim, db, ctrl)[0]
+            return control_step(sim, db, ctrl, per_substep=True)
 
-        stepped = jax.vmap(step_branch)(br)
-        new_br = BranchState.of(stepped)
+        stepped, forces = jax.vmap(step_branch)(br)
         remaining = jnp.where(in_bundle, carry.remaining - 1, self.horizon - 1)
-        mean = mean_data(sim, stepped)
+        mean = aggregation.branch_mean(sim, stepped)
         if self.gradient == "stein":
-            dy_q = jax.vmap(lambda q: differentiate_qpos(sim, sg(mean.qpos), q))(sg(stepped.qpos))
-            dy_v = sg(stepped.qvel - mean.qvel[None])
-            A_q = dy_q.T @ noise / B  # (nv, 2R): d q_bar / d s
-            A_v = dy_v.T @ noise / B
-            mean = mean.replace(
-                qpos=integrate_qpos_linear(sim, mean.qpos, A_q @ anchor),
-                qvel=mean.qvel + A_v @ anchor,
+            mean = aggregation.stein_attach(sim, mean, stepped, anchor, noise)
+        if self.perturb == "limb" and self.new_groups and self.horizon > 1:
+            new_br, perturbed = self._perturb_new_groups(
+                sim, stepped, forces, perturbed, remaining > 0, k_new
             )
-        mean = BranchState.of(mean)
-        return mean, new_br, remaining, anchor, noise
+        else:
+            new_br = BranchState.of(stepped)
+        return BranchState.of(mean), new_br, remaining, anchor, noise, perturbed
 
     # ------------------------------------------------------------------ the step
 
     def step(self, sim: Sim, carry: BundleCarry, ctrl, key) -> tuple[BundleCarry, StepStats]:
         """One control step of a batch of E environments (leading axis everywhere)."""
-        tau = self.tau_newton(sim)
-        max_tc = resolve_stiff_timeconst(self.stiff_timeconst, sim)
+        rule = self.trigger_rule
         E = carry.remaining.shape[0]
-        plain, fmax = jax.vmap(lambda d, u: control_step(sim, d, u))(carry.data, ctrl)
-        plain_state = BranchState.of(plain)
+        plain, forces = jax.vmap(lambda d, u: control_step(sim, d, u, per_substep=True))(
+            carry.data, ctrl
+        )
+        hot = jax.vmap(lambda d, f: rule(sim, d, f))(plain, forces)
         in_bundle = carry.remaining > 0
-        hot = hot_contacts(plain, fmax, tau, max_tc)  # (E, ncon)
-        trig = (~in_bundle) & jnp.any(hot, axis=-1)
-        need = in_bundle | trig
-        keys = jax.random.split(key, E)
-        C = self.slots(E)
-
-        def naive_path(_):  # every environment computes the bundle, select per environment
-            mean, br, rem, anc, noi = jax.vmap(
-                lambda c, p, h, u, k: self._bundle_one(sim, c, p, h, u, k)
-            )(carry, plain, hot, ctrl, keys)
-            return mean, br, rem, anc, noi, need, jnp.zeros((), jnp.int32)
-
-        def compacted_path(C, _):  # compaction into C slots, continuing bundles first
-            score = 2 * in_bundle.astype(jnp.int32) + trig.astype(jnp.int32)
-            idx = jnp.argsort(-score, stable=True)[:C]
-            valid = score[idx] > 0
-            take = lambda t: jax.tree_util.tree_map(lambda x: x[idx], t)  # noqa: E731
-            mean_c, br_c, rem_c, anc_c, noi_c = jax.vmap(
-                lambda c, p, h, u, k: self._bundle_one(sim, c, p, h, u, k)
-            )(take(carry), take(plain), hot[idx], ctrl[idx], keys[idx])
-            put = lambda full, part: full.at[idx].set(part)  # noqa: E731
-            return (
-                jax.tree_util.tree_map(put, plain_state, mean_c),
-                jax.tree_util.tree_map(put, carry.branches, br_c),
-                put(jnp.zeros_like(carry.remaining), rem_c),
-                put(carry.anchor, anc_c),
-                put(carry.noise, noi_c),
-                jnp.zeros((E,), bool).at[idx].set(valid),
-                (jnp.sum(need) - jnp.sum(valid)).astype(jnp.int32),
-            )
-
-        def plain_path(_):  # no environment bundles at this step: skip the bundle entirely
-            return (
-                plain_state,
-                carry.branches,
-                jnp.zeros_like(carry.remaining),
-                carry.anchor,
-                carry.noise,
-                jnp.zeros((E,), bool),
-                jnp.zeros((), jnp.int32),
-            )
-
-        # a real branch when the batch is not vmapped: steps without stiff contact cost a plain
-        # step (forward and backward), and with buckets a step runs the smallest slot count that
-        # holds every bundling environment
-        if C >= E:
-            paths = [plain_path, naive_path]
-            sizes = (E,)
-        else:
-            sizes = self.bucket_sizes(E)
-            paths = [plain_path] + [functools.partial(compacted_path, c) for c in sizes]
-        if self.remat:
-            paths = [paths[0]] + [jax.checkpoint(p) for p in paths[1:]]
-        n_need = jnp.sum(need)
-        index = jnp.where(
-            n_need > 0,
-            1 + jnp.minimum(jnp.searchsorted(jnp.asarray(sizes), n_need), len(sizes) - 1),
-            0,
+        trig = (~in_bundle) & trigger.triggered(hot)
+        priority = 2 * in_bundle.astype(jnp.int32) + trig.astype(jnp.int32)
+        fallback = (
+            BranchState.of(plain),
+            carry.branches,
+            jnp.zeros_like(carry.remaining),
+            jnp.zeros_like(carry.anchor),
+            carry.noise,
+            carry.perturbed,
         )
-        mean, br, rem, anc, noi, sel, overflow = jax.lax.switch(index, paths, None)
-
-        def choose(a, b):
-            s = sel.reshape(sel.shape + (1,) * (a.ndim - 1))
-            return jnp.where(s, a, b)
-
-        mean_state = jax.tree_util.tree_map(choose, mean, plain_state)
-        data = plain.replace(**mean_state._asdict())
-        branches = jax.tree_util.tree_map(choose, br, carry.branches)
-        remaining = jnp.where(sel, rem, 0).astype(jnp.int32)
-        anchor = choose(anc, jnp.zeros_like(carry.anchor))
-        noise = choose(noi, carry.noise)
+        args = (carry, plain, hot, ctrl, jax.random.split(key, E))
+        out, selected, overflow = slots.bundled_map(
+            lambda a: self._bundle_one(sim, *a),
+            args,
+            fallback,
+            priority,
+            self.bucket_sizes(E),
+            remat=self.remat,
+        )
+        mean, branches, remaining, anchor, noise, perturbed = out
+        data = plain.replace(**mean._asdict())
         stats = StepStats(
-            triggered=jnp.sum(trig & sel).astype(jnp.int32),
-            bundled=jnp.sum(sel).astype(jnp.int32),
-            overflow=overflow.astype(jnp.int32),
+            triggered=jnp.sum(trig & selected).astype(jnp.int32),
+            bundled=jnp.sum(selected).astype(jnp.int32),
+            overflow=overflow,
         )
-        return BundleCarry(data, branches, remaining, anchor, noise), stats
+        new = BundleCarry(data, branches, remaining.astype(jnp.int32), anchor, noise, perturbed)
+        return new, stats
 
     @staticmethod
     def state(carry: BundleCarry):

@@ -7,7 +7,7 @@ in any MJCF from its kinematic tree, without names:
 
 * Group. Every body that owns a collision geom is a candidate group; at run time the contacts
   of a body (the contact's geom on that body, the other side anything) form its group, and the
-  group's normal force is the sum over them (:func:`group_forces`).
+  group's normal force is the sum over them (:mod:`bcg.estimators.trigger`).
 * Limb path. For body b, the joints on the path b -> parent(b) -> ... up to the root body (the
   ancestor that is a child of the world). The root's own joints are included only when they
   are actuated; a free joint is never included. So a floating-base robot's leg stops below the
@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
-import jax.numpy as jnp
 import mujoco
 import numpy as np
 
@@ -82,16 +80,3 @@ def limb_paths(m: mujoco.MjModel) -> LimbPaths:
             a = int(m.body_parentid[a])
     geom_group = np.where(m.geom_bodyid == 0, -1, m.geom_bodyid).astype(np.int32)
     return LimbPaths(geom_group, dof_mask, floating)
-
-
-def group_forces(paths: LimbPaths, geom: jax.Array, force: jax.Array) -> jax.Array:
-    """Total normal force of every group (nbody,) from per-contact ``geom`` (ncon, 2) geom ids
-    and ``force`` (ncon,) normal forces (0 for inactive contacts): a contact counts for the group
-    of each of its two geoms (not for the world's)."""
-    nb = paths.nbody
-    if force.shape[-1] == 0:
-        return jnp.zeros((nb,), force.dtype)
-    gg = jnp.asarray(paths.geom_group)[geom]  # (ncon, 2)
-    seg = jnp.where(gg >= 0, gg, nb).reshape(-1)  # world geoms go to a dropped extra segment
-    vals = jnp.repeat(force[:, None], 2, axis=1).reshape(-1)
-    return jax.ops.segment_sum(vals, seg, nb + 1)[:nb]

@@ -18,7 +18,8 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from bcg.estimators.bcg import StepStats, hot_contacts, resolve_stiff_timeconst, resolve_tau
+from bcg.estimators.stats import StepStats
+from bcg.estimators.trigger import Trigger, triggered
 from bcg.sim.model import Sim
 from bcg.sim.step import control_step, normalize_quaternions
 
@@ -28,15 +29,16 @@ class PlainStep:
     """x_{t+1} = F(x_t, u_t) per environment, or est(F, (x_t, u_t), key) if a transform is given.
 
     The transform sees x = {qpos, qvel, ctrl} and returns {qpos, qvel, act, qacc_warmstart}
-    (and the per-contact mask ``hot`` of stiff contacts above ``tau``, for the statistics only);
+    (and ``hot``, whether BCG's trigger fires, for the statistics only);
     quaternions are re-normalised before stepping so that position noise is admissible.
     """
 
     transform: Callable | None = None
     name: str = "analytic"
-    # only for the statistics: env-steps with a stiff contact force above tau (as BCG's trigger)
+    # only for the statistics: env-steps that meet BCG's trigger (bcg.estimators.trigger)
     tau: float | str = "auto"
     stiff_timeconst: float | str | None = "auto"
+    trigger: str = "group-mean"
 
     def init(self, sim: Sim, data):
         return data
@@ -48,9 +50,9 @@ class PlainStep:
         def one(d, u, k):
             def f(x):
                 dd = d.replace(qpos=normalize_quaternions(sim, x["qpos"]), qvel=x["qvel"])
-                out, fmax = control_step(sim, dd, x["ctrl"])
+                out, forces = control_step(sim, dd, x["ctrl"], per_substep=True)
                 return {
-                    "hot": hot_contacts(out, fmax, tau, max_tc).astype(out.qpos.dtype),
+                    "hot": triggered(rule(sim, out, forces)).astype(out.qpos.dtype),
                     "qpos": out.qpos,
                     "qvel": out.qvel,
                     "act": out.act,
@@ -62,8 +64,7 @@ class PlainStep:
             stiff = jnp.any(jax.lax.stop_gradient(y.pop("hot")) > 0)
             return d.replace(time=d.time + sim.control_dt, **y), stiff
 
-        tau = resolve_tau(self.tau, sim)
-        max_tc = resolve_stiff_timeconst(self.stiff_timeconst, sim)
+        rule = Trigger(self.tau, self.stiff_timeconst, self.trigger)
         new, stiff = jax.vmap(one)(data, ctrl, keys)
         zero = jnp.zeros((), jnp.int32)
         return new, StepStats(jnp.sum(stiff).astype(jnp.int32), zero, zero)

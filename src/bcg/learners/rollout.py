@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from bcg.envs.base import ContactEnv
-from bcg.estimators.bcg import StepStats
+from bcg.estimators.stats import StepStats
 from bcg.learners.parallel import constrain_envs
 
 

@@ -280,18 +280,58 @@ class SHAC(Learner):
         loss = masked_env_sum(per_env, window_keep(traj.diverged))
         return loss, (env_state, traj, r)
 
-    def per_env_actor_gradients(self, state: State, key):
+    def per_env_actor_gradients(self, state: State, key, method: str = "stacked"):
         """d L_e / d theta_actor for every environment e (leaves with a leading E axis): the
         per-environment policy gradients whose summed variance is the paper's gradient-variance
-        metric. Reverse mode with E cotangents (memory ~E x one backward pass)."""
+        metric.
 
-        def per_env(actor_params):
-            _, traj, r, v_next = self._actor_window(actor_params, state, key)
+        ``"stacked"`` (default): one reverse pass with a copy theta_e of the actor parameters
+        per environment; environment e acts with theta_e only (same actions and noise as the
+        shared-parameter rollout), so d(sum_e' L_e') / d theta_e = d L_e / d theta.
+        ``"jacobian"``: ``jax.jacrev`` of the E per-environment losses (E reverse passes)."""
+        if method not in ("stacked", "jacobian"):
+            raise ValueError(f"method must be 'stacked' or 'jacobian', got {method!r}")
+
+        def losses(actor_params, per_env_params=False):
+            policy = self._sampling_policy(state.obs_rms)
+            if per_env_params:
+                policy = self._per_env_policy(state.obs_rms)
+            reward_params = None
+            if state.reward_state is not None:
+                reward_params = self.reward_model.params(state.reward_state)
+            _, traj = rollout(
+                self.env,
+                self.estimator,
+                policy,
+                actor_params,
+                state.env,
+                key,
+                self.cfg.horizon,
+                mesh=self.mesh,
+                reward_params=reward_params,
+            )
+            scale = rms.std(state.ret_rms) if self.cfg.normalize_returns else 1.0
+            v_next = self._values(state.target, state.obs_rms, traj.next_obs)
             return actor_objective_per_env(
-                r, v_next, traj.terminated, traj.truncated, self.cfg.gamma
+                traj.rewards / scale, v_next, traj.terminated, traj.truncated, self.cfg.gamma
             )
 
-        return jax.jacrev(per_env)(state.actor)
+        if method == "jacobian":
+            return jax.jacrev(losses)(state.actor)
+        E = state.env.step.shape[0]
+        stacked = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (E,) + x.shape), state.actor)
+        return jax.grad(lambda P: jnp.sum(losses(P, per_env_params=True)))(stacked)
+
+    def _per_env_policy(self, obs_rms):
+        """The sampling policy with parameters stacked per environment (leading axis E)."""
+
+        def policy(P, obs, t, k):
+            o = self._norm_obs(obs_rms, obs)
+            mu, log_std = jax.vmap(lambda p, x: self.actor.apply(p, x))(P, o)
+            eps = jax.random.normal(k, mu.shape, mu.dtype)
+            return jnp.tanh(mu + jnp.exp(log_std) * eps)
+
+        return policy
 
     def _critic_update(self, state: State, obs, targets, weights, key, lr):
         """Critic regression on the window; ``weights`` (h, E) 0/1 leave samples out."""

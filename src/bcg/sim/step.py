@@ -36,26 +36,28 @@ def make_data(sim: Sim, qpos=None, qvel=None) -> mjx.Data:
     return d
 
 
-def control_step(sim: Sim, d: mjx.Data, ctrl) -> tuple[mjx.Data, jax.Array]:
+def control_step(
+    sim: Sim, d: mjx.Data, ctrl, *, per_substep: bool = False
+) -> tuple[mjx.Data, jax.Array]:
     """``sim.substeps`` physics steps with ``ctrl`` held.
 
-    Returns the new data and, per contact slot, the largest normal force seen over the
-    substeps (the trigger signal of BCG).
+    Returns the new data and the normal forces of the contact slots: per slot, the largest
+    over the substeps (ncon,), or with ``per_substep`` every substep's (substeps, ncon) (the
+    signals of BCG's trigger, :mod:`bcg.estimators.trigger`).
     """
     m = sim.mjx_model
     if sim.nu:
         d = d.replace(ctrl=jnp.asarray(ctrl, d.ctrl.dtype).reshape(d.ctrl.shape))
 
-    def body(carry, _):
-        dd, fmax = carry
+    def body(dd, _):
         dd = mjx.step(m, dd)
-        fmax = jnp.maximum(fmax, contact_normal_forces(m, dd))
-        return (dd, fmax), None
+        return dd, contact_normal_forces(m, dd)
 
     ncon = np.asarray(d._impl.contact.efc_address).shape[0]
     with differentiable_solver():
-        (d, fmax), _ = jax.lax.scan(body, (d, jnp.zeros((ncon,), d.qpos.dtype)), None, sim.substeps)
-    return d, fmax
+        d, forces = jax.lax.scan(body, d, None, sim.substeps)
+    forces = forces.reshape(sim.substeps, ncon).astype(d.qpos.dtype)
+    return d, (forces if per_substep else jnp.max(forces, axis=0, initial=0.0))
 
 
 def quat_slices(mj_model: mujoco.MjModel) -> list[tuple[int, int]]:

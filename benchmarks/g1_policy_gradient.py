@@ -1,0 +1,148 @@
+"""The paper's gradient metric and the cost of BCG on the G1 jump, analytic vs bcg, same states.
+
+    python benchmarks/g1_policy_gradient.py --json
+
+For each measured policy (``initial``: a fresh SHAC state; ``checkpoint-N``: a SHAC run's
+checkpoint, default ``runs/g1_numerics_stiff_analytic`` at iteration 50, g1_jump stiff 64 x 32)
+and each estimator (``analytic`` and ``bcg``, built from the run's settings):
+
+* ``summed_variance``: sum over the actor parameters of the variance across the 64 environments
+  of the per-environment SHAC actor-loss gradients d L_e / d theta (one window of 32 steps from
+  the policy's environment states, same key for both estimators), with a bootstrap 95% interval
+  (:meth:`bcg.learners.shac.SHAC.per_env_actor_gradients`, one stacked reverse pass);
+* ``seconds_per_iteration``: median wall time of a full SHAC iteration (actor window forward and
+  backward, critic update) from the same state, the estimators interleaved (``--repeats``
+  rounds), after compilation; ``compile_seconds``: the first call (compile + one iteration);
+* ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of that iteration's window (for
+  ``analytic``: the env-steps that would trigger).
+
+Prints a table and, with ``--json``, the JSON ``{"points": [...], "settings": ...}`` on stdout
+(also written to ``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from actor_gradient_variance import learner_state  # noqa: E402
+
+from bcg.diagnostics.report import bootstrap_interval, summed_variance  # noqa: E402
+from bcg.learners import harness, registry  # noqa: E402
+
+DEFAULT_BCG = {"capacity": 1.0, "buckets": 4, "remat": True}
+
+
+def _flat(G):
+    leaves = jax.tree_util.tree_leaves(G)
+    return np.concatenate([np.asarray(x, np.float64).reshape(x.shape[0], -1) for x in leaves], 1)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run", default="runs/g1_numerics_stiff_analytic", help="SHAC run directory")
+    p.add_argument("--checkpoint", type=int, default=50, help="its checkpoint iteration")
+    p.add_argument("--points", default="initial,checkpoint", help="initial and/or checkpoint")
+    p.add_argument(
+        "--bcg-params", default=json.dumps(DEFAULT_BCG), help="JSON keywords of the bcg estimator"
+    )
+    p.add_argument("--repeats", type=int, default=3, help="interleaved timing rounds")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the JSON result on stdout")
+    p.add_argument("--out", default="results/g1_policy_gradient/g1_policy_gradient.json")
+    a = p.parse_args(argv)
+    log = sys.stderr if a.json else sys.stdout
+    print("command: python " + " ".join(sys.argv), file=log, flush=True)
+    run_dir = Path(a.run)
+    run = json.loads((run_dir / "run.json").read_text())
+    if run["learner"] != "shac":
+        raise SystemExit(f"{run_dir} is a {run['learner']} run; this metric needs SHAC")
+    ests = {"analytic": ("analytic", {}), "bcg": ("bcg", json.loads(a.bcg_params))}
+    learners = {}
+    for name, (est, params) in ests.items():
+        _, lrn = registry.build({**run, "estimator": est, "estimator_params": params})
+        learners[name] = lrn
+    base = learners["analytic"]
+    key = jax.random.PRNGKey(a.seed)
+    template = base.init(key)
+    points = []
+    for which in a.points.split(","):
+        if which == "initial":
+            restored, label = template, "initial"
+        elif which == "checkpoint":
+            restored, *_ = harness.restore_checkpoint(run_dir, template, a.checkpoint)
+            label = f"checkpoint-{a.checkpoint}"
+        else:
+            raise SystemExit(f"unknown point {which!r}: use initial and/or checkpoint")
+        states = {n: learner_state(lrn, restored, base, key) for n, lrn in learners.items()}
+        entry = {"point": label}
+        for name, lrn in learners.items():
+            t0 = time.perf_counter()
+            G = jax.block_until_ready(jax.jit(lrn.per_env_actor_gradients)(states[name], key))
+            flat = _flat(G)
+            ok = np.all(np.isfinite(flat), 1)
+            lo, hi = bootstrap_interval(flat[ok], seed=a.seed)
+            entry[name] = {
+                "summed_variance": summed_variance(flat[ok]),
+                "summed_variance_ci95": [lo, hi],
+                "nonfinite_envs": int((~ok).sum()),
+                "gradient_seconds": time.perf_counter() - t0,
+            }
+            print(f"[{label}] {name}: {entry[name]}", file=log, flush=True)
+        its = {n: jax.jit(lrn.iteration) for n, lrn in learners.items()}
+        times = {n: [] for n in learners}
+        for r in range(a.repeats + 1):
+            for name in learners:
+                t0 = time.perf_counter()
+                _, m = its[name](states[name])
+                m = jax.block_until_ready(m)
+                dt = time.perf_counter() - t0
+                if r == 0:
+                    entry[name]["compile_seconds"] = dt
+                    for k in ("triggered_fraction", "bundled_fraction", "overflow"):
+                        entry[name][k] = float(m[k])
+                else:
+                    times[name].append(dt)
+                print(f"[{label}] {name} iteration round {r}: {dt:.1f} s", file=log, flush=True)
+        for name in learners:
+            entry[name]["seconds_per_iteration"] = statistics.median(times[name])
+            entry[name]["iteration_seconds"] = times[name]
+        an, bc = entry["analytic"], entry["bcg"]
+        entry["variance_ratio"] = an["summed_variance"] / max(bc["summed_variance"], 1e-300)
+        entry["time_ratio"] = bc["seconds_per_iteration"] / an["seconds_per_iteration"]
+        print(
+            f"[{label}] summed variance analytic {an['summed_variance']:.4g} bcg "
+            f"{bc['summed_variance']:.4g} (ratio {entry['variance_ratio']:.3g}x); s/iteration "
+            f"{an['seconds_per_iteration']:.2f} vs {bc['seconds_per_iteration']:.2f} "
+            f"({entry['time_ratio']:.2f}x); bcg bundled {bc['bundled_fraction']:.3f} overflow "
+            f"{bc['overflow']:.0f}",
+            file=log,
+            flush=True,
+        )
+        points.append(entry)
+    result = {
+        "settings": {**vars(a), "run": run, "bcg": ests["bcg"][1], "device": str(jax.devices())},
+        "points": points,
+    }
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    if a.json:
+        print(json.dumps(result, indent=1))
+    print(f"saved {out}", file=log)
+
+
+if __name__ == "__main__":
+    main()

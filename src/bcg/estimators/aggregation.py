@@ -1,0 +1,67 @@
+"""Aggregation of a bundle's branches into the state the rollout continues from.
+
+First order (the paper): the bundle state is the branch mean, positions and velocities
+arithmetic, quaternion blocks by the hemisphere-aligned chordal mean
+(:func:`bcg.sim.step.mean_data`), and autodiff through it gives
+    Z_bar_{t+1} = (1/B) sum_i (F_x Z_t^(i) + F_a U_t).
+
+Stein (ours, ``gradient="stein"``). When a stiff contact resolves within one physics step, every
+branch sees the same large slope and the jumps between branches are never differentiated, so
+the mean of slopes is not the slope of the smoothed dynamics. Inside the perturbed subspace
+range(M), M = J^T (J J^T + lambda I)^-1 (:mod:`bcg.estimators.offsets`), the sensitivity to the
+start state is replaced by the Stein (zeroth-order) estimate from the branches themselves,
+    d y_bar / d s  ~  (1/B) sum_i (y^(i) - y_bar) [dp_i / sigma_p^2, dv_i / sigma_v^2]^T,
+with s = (M^+ dq_t, M^+ dqd_t) the Cartesian coordinates of the start state; the complement
+(I - M M^+) and the shared actions keep the first-order path. Forward values are unchanged.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from bcg.sim.model import Sim
+from bcg.sim.step import differentiate_qpos, integrate_qpos_linear, mean_data
+
+__all__ = ["branch_mean", "stein_attach", "stein_detach"]
+
+
+def stein_detach(sim: Sim, q0, v0, offs, sigma_p, sigma_v, stein_velocity):
+    """Start state whose derivative inside range(M) is removed (it returns through
+    :func:`stein_attach`), the anchor s (value 0, derivative M^+ d(q, v)) and the scaled noise
+    [dp / sigma_p^2, dv / sigma_v^2] (B, 2r)."""
+    sg = jax.lax.stop_gradient
+    Mp = sg(jnp.linalg.pinv(offs.M))  # (r, nv)
+    P = offs.M @ Mp
+    dq_tan = differentiate_qpos(sim, sg(q0), q0)  # value 0, derivative: the tangent map
+    dv_tan = v0 - sg(v0)
+    q0 = integrate_qpos_linear(sim, sg(q0), dq_tan - P @ dq_tan)
+    inv_p = 1.0 / sigma_p**2 if sigma_p > 0 else 0.0
+    inv_v = 1.0 / sigma_v**2 if sigma_v > 0 else 0.0
+    if stein_velocity:
+        v0 = sg(v0) + dv_tan - P @ dv_tan
+    else:  # velocities keep the first-order path
+        dv_tan, inv_v = jnp.zeros_like(dv_tan), 0.0
+    anchor = jnp.concatenate([Mp @ dq_tan, Mp @ dv_tan])
+    noise = jnp.concatenate([offs.dp * inv_p, offs.dv * inv_v], -1)
+    return q0, v0, anchor, noise
+
+
+def stein_attach(sim: Sim, mean, stepped, anchor, noise):
+    """``mean`` (an ``mjx.Data``) with the Stein sensitivity A s added (value unchanged):
+    A = (1/B) sum_i (y_i - y_bar) noise_i^T for positions (tangent differences) and velocities."""
+    sg = jax.lax.stop_gradient
+    B = noise.shape[0]
+    dy_q = jax.vmap(lambda q: differentiate_qpos(sim, sg(mean.qpos), q))(sg(stepped.qpos))
+    dy_v = sg(stepped.qvel - mean.qvel[None])
+    A_q = dy_q.T @ noise / B  # (nv, 2r): d q_bar / d s
+    A_v = dy_v.T @ noise / B
+    return mean.replace(
+        qpos=integrate_qpos_linear(sim, mean.qpos, A_q @ anchor),
+        qvel=mean.qvel + A_v @ anchor,
+    )
+
+
+def branch_mean(sim: Sim, stepped):
+    """The bundle state: :func:`bcg.sim.step.mean_data` over the leading branch axis."""
+    return mean_data(sim, stepped)

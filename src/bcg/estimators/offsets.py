@@ -1,0 +1,129 @@
+"""Branch offsets of a bundle: random Cartesian perturbations of the contacting limbs mapped to
+joint space through a damped pseudo-inverse (Aditya et al., 2026, and the authors' code).
+
+For a Cartesian translational Jacobian J (r x nv) and branch noise dp_i ~ N(0, sigma_p^2 I_r),
+dv_i ~ N(0, sigma_v^2 I_r) (i = 1..B; with ``antithetic`` the second half is the negated first),
+
+    dq_i  = clip(M dp_i, +-max_dq),     dqd_i = clip(M dv_i, +-max_dqd),
+    M     = J^T (J J^T + lambda I)^-1                                  (nv x r).
+
+Two choices of J:
+
+* :func:`limb_offsets` (default, the authors' code): per hot contact group g (a body's
+  contacts, :mod:`bcg.estimators.trigger`), J_g is the translational Jacobian of the group
+  centre (mean position of the group's contact slots) on the group's body, restricted to the
+  dofs of the body's limb path (:func:`bcg.estimators.contact_groups.limb_paths`: up to, not
+  including, the floating base). Groups are independent: M = [M_g1 ... M_gG] (nv x 3G), zero
+  blocks for groups that are not hot. A group whose body has no limb path (a free object, a
+  body on unactuated slides) uses its whole chain, floating dofs included: there is nothing
+  else to perturb.
+* :func:`chain_offsets` (the paper's text): the stacked relative Jacobians of every hot contact
+  (3 ncon x nv) w.r.t. all dofs, so the floating base moves too.
+
+All outputs are constants for autodiff (``stop_gradient``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bcg.estimators.contact_groups import limb_paths
+from bcg.estimators.trigger import group_bodies, group_membership
+from bcg.sim.contact import contact_jacobians
+from bcg.sim.model import Sim
+
+
+class Offsets(NamedTuple):
+    """Joint offsets (B, nv), their Cartesian noise (B, r) and the map M (nv, r)."""
+
+    dq: jax.Array
+    dqd: jax.Array
+    dp: jax.Array
+    dv: jax.Array
+    M: jax.Array
+
+
+def branch_noise(key, num_branches, dim, sigma_p, sigma_v, antithetic, dtype):
+    """(dp, dv), each (B, dim) Gaussian; antithetic: rows B/2.. are the negated first half."""
+    n = num_branches // 2 if antithetic else num_branches
+    kp, kv = jax.random.split(key)
+    dp = sigma_p * jax.random.normal(kp, (n, dim), dtype)
+    dv = sigma_v * jax.random.normal(kv, (n, dim), dtype)
+    if antithetic:
+        dp, dv = jnp.concatenate([dp, -dp]), jnp.concatenate([dv, -dv])
+    return dp, dv
+
+
+def _clip(x, bound):
+    return x if bound is None else jnp.clip(x, -bound, bound)
+
+
+def _apply(J, key, *, num_branches, sigma_p, sigma_v, damping, antithetic, max_dq, max_dqd):
+    """Offsets for the stacked Jacobian J (r, nv)."""
+    A = J @ J.T + damping * jnp.eye(J.shape[0], dtype=J.dtype)
+    Mt = jnp.linalg.solve(A, J)  # (r, nv) = (J J^T + lambda I)^-1 J = M^T
+    dp, dv = branch_noise(key, num_branches, J.shape[0], sigma_p, sigma_v, antithetic, J.dtype)
+    sg = jax.lax.stop_gradient
+    dq, dqd = _clip(dp @ Mt, max_dq), _clip(dv @ Mt, max_dqd)
+    return Offsets(sg(dq), sg(dqd), sg(dp), sg(dv), sg(Mt.T))
+
+
+def chain_offsets(sim: Sim, data, contacts, key, **kw) -> Offsets:
+    """Offsets of the whole chains of the contacts in ``contacts`` (ncon,) bool, r = 3 ncon.
+    Keywords: ``num_branches, sigma_p, sigma_v, damping, antithetic, max_dq, max_dqd``."""
+    m = sim.mjx_model
+    J = contact_jacobians(m, data) * contacts[:, None, None].astype(data.qpos.dtype)
+    return _apply(J.reshape(-1, m.nv), key, **kw)
+
+
+def limb_columns(mj_model) -> np.ndarray:
+    """(G, nv) bool: the dofs each contact group may perturb (limb path, or the whole chain
+    when the body has no limb path)."""
+    paths = limb_paths(mj_model)
+    cols = paths.dof_mask[group_bodies(mj_model)]
+    empty = ~np.any(cols, axis=1)
+    cols[empty] = True  # the Jacobian itself zeroes the dofs outside the body's chain
+    return cols
+
+
+def group_jacobians(sim: Sim, data) -> jax.Array:
+    """(G, 3, nv) translational Jacobians of the group centres on the group bodies, restricted
+    to :func:`limb_columns`."""
+    from mujoco.mjx._src import support
+
+    m = sim.mjx_model
+    bodies = group_bodies(sim.mj_model)
+    if bodies.size == 0:
+        return jnp.zeros((0, 3, m.nv), data.qpos.dtype)
+    member = group_membership(sim, data)  # (G, ncon)
+    count = jnp.sum(member, axis=1, keepdims=True)
+    pos = data._impl.contact.pos
+    centre = jnp.where(
+        count > 0,
+        member @ pos / jnp.maximum(count, 1.0) if pos.shape[0] else 0.0,
+        data.xpos[bodies],
+    )
+    jac = jax.vmap(lambda p, b: support.jac(m, data, p, b)[0].T)(centre, jnp.asarray(bodies))
+    return jac * jnp.asarray(limb_columns(sim.mj_model), jac.dtype)[:, None, :]
+
+
+def limb_offsets(sim: Sim, data, groups, key, **kw) -> Offsets:
+    """Offsets of the limbs of the groups in ``groups`` (G,) bool, r = 3 G (same keywords as
+    :func:`chain_offsets`)."""
+    J = group_jacobians(sim, data) * groups[:, None, None].astype(data.qpos.dtype)
+    G, _, nv = J.shape
+    if G == 0:
+        return _apply(jnp.zeros((0, nv), data.qpos.dtype), key, **kw)
+    lam = kw["damping"]
+    A = J @ jnp.swapaxes(J, 1, 2) + lam * jnp.eye(3, dtype=J.dtype)  # (G, 3, 3)
+    Mt = jnp.linalg.solve(A, J).reshape(3 * G, nv)  # blocks (J_g J_g^T + lambda I)^-1 J_g
+    dp, dv = branch_noise(
+        key, kw["num_branches"], 3 * G, kw["sigma_p"], kw["sigma_v"], kw["antithetic"], J.dtype
+    )
+    sg = jax.lax.stop_gradient
+    dq, dqd = _clip(dp @ Mt, kw["max_dq"]), _clip(dv @ Mt, kw["max_dqd"])
+    return Offsets(sg(dq), sg(dqd), sg(dp), sg(dv), sg(Mt.T))
