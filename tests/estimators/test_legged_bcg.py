@@ -270,20 +270,17 @@ def test_a_group_that_lands_mid_bundle_is_perturbed(biped):
     for flag in (True, False):
         est = BCG(num_branches=8, horizon=4, tau=0.05 * biped.total_weight(), new_groups=flag)
 
-        @jax.jit
-        def run(d, est=est):
-            c = est.init(biped, d)
-            trig = []
-            for k in range(3):
-                c, s = est.step(biped, c, ctrl, jax.random.PRNGKey(k))
-                trig.append(s.triggered)
-                if k == 0:
-                    start = c.perturbed
-            return c, start, jnp.stack(trig)
-
-        out[flag] = run(d)
+        step = jax.jit(lambda c, k, est=est: est.step(biped, c, ctrl, k))  # compiled once
+        c = est.init(biped, d)
+        trig = []
+        for k in range(3):
+            c, s = step(c, jax.random.PRNGKey(k))
+            trig.append(int(s.triggered))
+            if k == 0:
+                start = c.perturbed
+        out[flag] = (c, start, trig)
     c_on, start, trig = out[True]
-    assert np.asarray(trig).tolist() == [1, 0, 0]  # one bundle, started by the left foot
+    assert trig == [1, 0, 0]  # one bundle, started by the left foot
     assert np.asarray(start)[0, :, 1].all() and not np.asarray(start)[0, :, 2].any()
     assert np.mean(np.asarray(c_on.perturbed)[0, :, 2]) >= 0.5  # the right foot landed
     assert not np.asarray(out[False][0].perturbed)[0, :, 2].any()

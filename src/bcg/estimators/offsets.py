@@ -102,11 +102,8 @@ def group_jacobians(sim: Sim, data) -> jax.Array:
     member = group_membership(sim, data)  # (G, ncon)
     count = jnp.sum(member, axis=1, keepdims=True)
     pos = data._impl.contact.pos
-    centre = jnp.where(
-        count > 0,
-        member @ pos / jnp.maximum(count, 1.0) if pos.shape[0] else 0.0,
-        data.xpos[bodies],
-    )
+    # a group without contact slots (it never touches anything) is centred on its body
+    centre = jnp.where(count > 0, member @ pos / jnp.maximum(count, 1.0), data.xpos[bodies])
     jac = jax.vmap(lambda p, b: support.jac(m, data, p, b)[0].T)(centre, jnp.asarray(bodies))
     return jac * jnp.asarray(limb_columns(sim.mj_model), jac.dtype)[:, None, :]
 
