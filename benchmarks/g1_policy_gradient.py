@@ -10,11 +10,13 @@ and each estimator (``analytic`` and ``bcg``, built from the run's settings):
   of the per-environment SHAC actor-loss gradients d L_e / d theta (one window of 32 steps from
   the policy's environment states, same key for both estimators), with a bootstrap 95% interval
   (:meth:`bcg.learners.shac.SHAC.per_env_actor_gradients`, one stacked reverse pass);
-* ``seconds_per_iteration``: median wall time of a full SHAC iteration (actor window forward and
-  backward, critic update) from the same state, the estimators interleaved (``--repeats``
-  rounds), after compilation; ``compile_seconds``: the first call (compile + one iteration);
-* ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of that iteration's window (for
-  ``analytic``: the env-steps that would trigger).
+* ``seconds_per_iteration`` (``--timing iteration``): median wall time of a full SHAC iteration
+  (actor window forward and backward, critic update) from the same state, the estimators
+  interleaved (``--repeats`` rounds), after compilation; ``compile_seconds``: the first call;
+  or ``seconds_per_gradient`` (``--timing gradient``): the same for the actor-window gradient
+  pass alone (the per-environment gradients), which skips compiling the iterations;
+* ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
+  the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient.
 
 Prints a table and, with ``--json``, the JSON ``{"points": [...], "settings": ...}`` on stdout
 (also written to ``--out``).
@@ -42,7 +44,7 @@ from actor_gradient_variance import learner_state  # noqa: E402
 from bcg.diagnostics.report import bootstrap_interval, summed_variance  # noqa: E402
 from bcg.learners import harness, registry  # noqa: E402
 
-DEFAULT_BCG = {"capacity": 1.0, "buckets": 4, "remat": True}
+DEFAULT_BCG = {"capacity": 0.25}
 
 
 def _flat(G):
@@ -59,6 +61,12 @@ def main(argv=None):
         "--bcg-params", default=json.dumps(DEFAULT_BCG), help="JSON keywords of the bcg estimator"
     )
     p.add_argument("--repeats", type=int, default=3, help="interleaved timing rounds")
+    p.add_argument(
+        "--timing",
+        choices=("iteration", "gradient"),
+        default="iteration",
+        help="time a full SHAC iteration, or only the actor-window gradient pass",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout")
     p.add_argument("--out", default="results/g1_policy_gradient/g1_policy_gradient.json")
@@ -75,6 +83,7 @@ def main(argv=None):
         _, lrn = registry.build({**run, "estimator": est, "estimator_params": params})
         learners[name] = lrn
     base = learners["analytic"]
+    n_env_steps = base.env_steps_per_iteration
     key = jax.random.PRNGKey(a.seed)
     template = base.init(key)
     points = []
@@ -88,9 +97,13 @@ def main(argv=None):
             raise SystemExit(f"unknown point {which!r}: use initial and/or checkpoint")
         states = {n: learner_state(lrn, restored, base, key) for n, lrn in learners.items()}
         entry = {"point": label}
+        grads = {}
         for name, lrn in learners.items():
             t0 = time.perf_counter()
-            G = jax.block_until_ready(jax.jit(lrn.per_env_actor_gradients)(states[name], key))
+            grads[name] = jax.jit(
+                lambda s, k, lrn=lrn: lrn.per_env_actor_gradients(s, k, return_stats=True)
+            )
+            G, stats = jax.block_until_ready(grads[name](states[name], key))
             flat = _flat(G)
             ok = np.all(np.isfinite(flat), 1)
             lo, hi = bootstrap_interval(flat[ok], seed=a.seed)
@@ -98,34 +111,48 @@ def main(argv=None):
                 "summed_variance": summed_variance(flat[ok]),
                 "summed_variance_ci95": [lo, hi],
                 "nonfinite_envs": int((~ok).sum()),
-                "gradient_seconds": time.perf_counter() - t0,
+                "gradient_compile_seconds": time.perf_counter() - t0,
+                "window_overflow": int(stats.overflow),
+                "window_bundled_fraction": float(stats.bundled) / n_env_steps,
+                "window_triggered_fraction": float(stats.triggered) / n_env_steps,
             }
             print(f"[{label}] {name}: {entry[name]}", file=log, flush=True)
-        its = {n: jax.jit(lrn.iteration) for n, lrn in learners.items()}
+        if a.timing == "iteration":
+            fns = {n: jax.jit(lrn.iteration) for n, lrn in learners.items()}
+        else:  # the actor window forward and backward: the gradient pass alone
+            fns = grads
         times = {n: [] for n in learners}
         for r in range(a.repeats + 1):
             for name in learners:
                 t0 = time.perf_counter()
-                _, m = its[name](states[name])
-                m = jax.block_until_ready(m)
+                args = (states[name],) if a.timing == "iteration" else (states[name], key)
+                _, m = jax.block_until_ready(fns[name](*args))
                 dt = time.perf_counter() - t0
-                if r == 0:
+                if r == 0 and a.timing == "iteration":
                     entry[name]["compile_seconds"] = dt
                     for k in ("triggered_fraction", "bundled_fraction", "overflow"):
                         entry[name][k] = float(m[k])
-                else:
+                elif r == 0:
+                    entry[name]["triggered_fraction"] = entry[name]["window_triggered_fraction"]
+                    entry[name]["bundled_fraction"] = entry[name]["window_bundled_fraction"]
+                    entry[name]["overflow"] = entry[name]["window_overflow"]
+                if r > 0:
                     times[name].append(dt)
-                print(f"[{label}] {name} iteration round {r}: {dt:.1f} s", file=log, flush=True)
+                print(f"[{label}] {name} {a.timing} round {r}: {dt:.1f} s", file=log, flush=True)
         for name in learners:
-            entry[name]["seconds_per_iteration"] = statistics.median(times[name])
-            entry[name]["iteration_seconds"] = times[name]
+            key_name = (
+                "seconds_per_iteration" if a.timing == "iteration" else "seconds_per_gradient"
+            )
+            entry[name][key_name] = statistics.median(times[name])
+            entry[name]["timed_seconds"] = times[name]
         an, bc = entry["analytic"], entry["bcg"]
         entry["variance_ratio"] = an["summed_variance"] / max(bc["summed_variance"], 1e-300)
-        entry["time_ratio"] = bc["seconds_per_iteration"] / an["seconds_per_iteration"]
+        tkey = "seconds_per_iteration" if a.timing == "iteration" else "seconds_per_gradient"
+        entry["time_ratio"] = bc[tkey] / an[tkey]
         print(
             f"[{label}] summed variance analytic {an['summed_variance']:.4g} bcg "
-            f"{bc['summed_variance']:.4g} (ratio {entry['variance_ratio']:.3g}x); s/iteration "
-            f"{an['seconds_per_iteration']:.2f} vs {bc['seconds_per_iteration']:.2f} "
+            f"{bc['summed_variance']:.4g} (ratio {entry['variance_ratio']:.3g}x); {tkey} "
+            f"{an[tkey]:.2f} vs {bc[tkey]:.2f} "
             f"({entry['time_ratio']:.2f}x); bcg bundled {bc['bundled_fraction']:.3f} overflow "
             f"{bc['overflow']:.0f}",
             file=log,

@@ -194,6 +194,9 @@ def test_per_env_actor_gradients_sum_to_the_actor_gradient():
     assert all(x.shape[0] == TINY.num_envs for x in leaves)
     assert not all(np.allclose(x[0], x[1]) for x in leaves)  # different environments differ
     # one reverse pass with stacked parameters == E reverse passes (jax.jacrev)
-    by_jacobian = learner.per_env_actor_gradients(state, key, method="jacobian")
+    by_jacobian, stats = learner.per_env_actor_gradients(
+        state, key, method="jacobian", return_stats=True
+    )
     for a, b in zip(leaves, jax.tree_util.tree_leaves(by_jacobian), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+    assert stats.bundled.shape == () and int(stats.overflow) == 0  # summed over the window

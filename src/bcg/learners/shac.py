@@ -280,7 +280,9 @@ class SHAC(Learner):
         loss = masked_env_sum(per_env, window_keep(traj.diverged))
         return loss, (env_state, traj, r)
 
-    def per_env_actor_gradients(self, state: State, key, method: str = "stacked"):
+    def per_env_actor_gradients(
+        self, state: State, key, method: str = "stacked", return_stats: bool = False
+    ):
         """d L_e / d theta_actor for every environment e (leaves with a leading E axis): the
         per-environment policy gradients whose summed variance is the paper's gradient-variance
         metric.
@@ -288,7 +290,9 @@ class SHAC(Learner):
         ``"stacked"`` (default): one reverse pass with a copy theta_e of the actor parameters
         per environment; environment e acts with theta_e only (same actions and noise as the
         shared-parameter rollout), so d(sum_e' L_e') / d theta_e = d L_e / d theta.
-        ``"jacobian"``: ``jax.jacrev`` of the E per-environment losses (E reverse passes)."""
+        ``"jacobian"``: ``jax.jacrev`` of the E per-environment losses (E reverse passes).
+        ``return_stats``: also return the window's step statistics summed over its steps
+        (triggered, bundled, overflow env-step counts)."""
         if method not in ("stacked", "jacobian"):
             raise ValueError(f"method must be 'stacked' or 'jacobian', got {method!r}")
 
@@ -312,15 +316,23 @@ class SHAC(Learner):
             )
             scale = rms.std(state.ret_rms) if self.cfg.normalize_returns else 1.0
             v_next = self._values(state.target, state.obs_rms, traj.next_obs)
-            return actor_objective_per_env(
+            per_env = actor_objective_per_env(
                 traj.rewards / scale, v_next, traj.terminated, traj.truncated, self.cfg.gamma
             )
+            return per_env, jax.tree_util.tree_map(jnp.sum, traj.stats)
 
         if method == "jacobian":
-            return jax.jacrev(losses)(state.actor)
+            grads, stats = jax.jacrev(losses, has_aux=True)(state.actor)
+            return (grads, stats) if return_stats else grads
         E = state.env.step.shape[0]
         stacked = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (E,) + x.shape), state.actor)
-        return jax.grad(lambda P: jnp.sum(losses(P, per_env_params=True)))(stacked)
+
+        def total(P):
+            per_env, stats = losses(P, per_env_params=True)
+            return jnp.sum(per_env), stats
+
+        grads, stats = jax.grad(total, has_aux=True)(stacked)
+        return (grads, stats) if return_stats else grads
 
     def _per_env_policy(self, obs_rms):
         """The sampling policy with parameters stacked per environment (leading axis E)."""
