@@ -62,11 +62,9 @@ def _clip(x, bound):
     return x if bound is None else jnp.clip(x, -bound, bound)
 
 
-def _apply(J, key, *, num_branches, sigma_p, sigma_v, damping, antithetic, max_dq, max_dqd):
-    """Offsets for the stacked Jacobian J (r, nv)."""
-    A = J @ J.T + damping * jnp.eye(J.shape[0], dtype=J.dtype)
-    Mt = jnp.linalg.solve(A, J)  # (r, nv) = (J J^T + lambda I)^-1 J = M^T
-    dp, dv = branch_noise(key, num_branches, J.shape[0], sigma_p, sigma_v, antithetic, J.dtype)
+def _from_map(Mt, key, *, num_branches, sigma_p, sigma_v, antithetic, max_dq, max_dqd, **_):
+    """Offsets for the map M = ``Mt.T`` (nv, r): noise, joint offsets, clamps, stop_gradient."""
+    dp, dv = branch_noise(key, num_branches, Mt.shape[0], sigma_p, sigma_v, antithetic, Mt.dtype)
     sg = jax.lax.stop_gradient
     dq, dqd = _clip(dp @ Mt, max_dq), _clip(dv @ Mt, max_dqd)
     return Offsets(sg(dq), sg(dqd), sg(dp), sg(dv), sg(Mt.T))
@@ -77,7 +75,9 @@ def chain_offsets(sim: Sim, data, contacts, key, **kw) -> Offsets:
     Keywords: ``num_branches, sigma_p, sigma_v, damping, antithetic, max_dq, max_dqd``."""
     m = sim.mjx_model
     J = contact_jacobians(m, data) * contacts[:, None, None].astype(data.qpos.dtype)
-    return _apply(J.reshape(-1, m.nv), key, **kw)
+    J = J.reshape(-1, m.nv)
+    A = J @ J.T + kw["damping"] * jnp.eye(J.shape[0], dtype=J.dtype)
+    return _from_map(jnp.linalg.solve(A, J), key, **kw)  # (J J^T + lambda I)^-1 J = M^T
 
 
 def limb_columns(mj_model) -> np.ndarray:
@@ -113,14 +113,6 @@ def limb_offsets(sim: Sim, data, groups, key, **kw) -> Offsets:
     :func:`chain_offsets`)."""
     J = group_jacobians(sim, data) * groups[:, None, None].astype(data.qpos.dtype)
     G, _, nv = J.shape
-    if G == 0:
-        return _apply(jnp.zeros((0, nv), data.qpos.dtype), key, **kw)
-    lam = kw["damping"]
-    A = J @ jnp.swapaxes(J, 1, 2) + lam * jnp.eye(3, dtype=J.dtype)  # (G, 3, 3)
+    A = J @ jnp.swapaxes(J, 1, 2) + kw["damping"] * jnp.eye(3, dtype=J.dtype)  # (G, 3, 3)
     Mt = jnp.linalg.solve(A, J).reshape(3 * G, nv)  # blocks (J_g J_g^T + lambda I)^-1 J_g
-    dp, dv = branch_noise(
-        key, kw["num_branches"], 3 * G, kw["sigma_p"], kw["sigma_v"], kw["antithetic"], J.dtype
-    )
-    sg = jax.lax.stop_gradient
-    dq, dqd = _clip(dp @ Mt, kw["max_dq"]), _clip(dv @ Mt, kw["max_dqd"])
-    return Offsets(sg(dq), sg(dqd), sg(dp), sg(dv), sg(Mt.T))
+    return _from_map(Mt, key, **kw)

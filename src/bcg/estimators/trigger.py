@@ -130,27 +130,28 @@ class Trigger:
         with ``per_substep=True``). Per contact the signal is the peak (``"contact"``) or the
         mean over the step; per group the sum over its contacts of the mean (``"group-mean"``)
         or the peak over the step of that sum (otherwise)."""
-        max_tc = resolve_stiff_timeconst(self.stiff_timeconst, sim)
+        return self._signals(sim, data, forces)[:2]
+
+    def _signals(self, sim: Sim, data, forces):
+        """(group loads, contact loads, membership (G, ncon), stiff (ncon,) mask)."""
         member = group_membership(sim, data)  # (G, ncon)
         if forces.shape[-1] == 0:
-            return jnp.zeros(member.shape[:1], forces.dtype), jnp.zeros((0,), forces.dtype)
-        f = jnp.where(contact_timeconst(data) <= max_tc, forces, 0.0)
+            z = jnp.zeros(member.shape[:1], forces.dtype)
+            return z, jnp.zeros((0,), forces.dtype), member, jnp.zeros((0,), bool)
+        stiff = contact_timeconst(data) <= resolve_stiff_timeconst(self.stiff_timeconst, sim)
+        f = jnp.where(stiff, forces, 0.0)
         per_step = f @ member.T  # (S, G)
         if self.mode == "group-mean":
-            return jnp.mean(per_step, 0), jnp.mean(f, 0)
-        return jnp.max(per_step, 0), jnp.max(f, 0)
+            return jnp.mean(per_step, 0), jnp.mean(f, 0), member, stiff
+        return jnp.max(per_step, 0), jnp.max(f, 0), member, stiff
 
     def __call__(self, sim: Sim, data, forces: jax.Array) -> Hot:
         """Hot groups and contacts of one environment (arguments as :meth:`loads`). In the
         group modes the hot contacts are the stiff contacts of the hot groups."""
         tau = resolve_tau(self.tau, sim)
-        group_load, contact_load = self.loads(sim, data, forces)
-        member = group_membership(sim, data)
+        group_load, contact_load, member, stiff = self._signals(sim, data, forces)
         if self.mode == "contact":
             contacts = contact_load > tau
             return Hot((member @ contacts.astype(member.dtype)) > 0, contacts)
         groups = group_load > tau
-        if forces.shape[-1] == 0:
-            return Hot(groups, jnp.zeros((0,), bool))
-        stiff = contact_timeconst(data) <= resolve_stiff_timeconst(self.stiff_timeconst, sim)
         return Hot(groups, (groups.astype(member.dtype) @ member > 0) & stiff)
