@@ -7,14 +7,14 @@ value-and-grad of the summed final heights w.r.t. the initial velocities, in the
 interleaved round-robin (median of ``--repeats``).
 
     python benchmarks/contact_local_cost.py [--envs 64] [--horizon 20] [--hits 0,2,6]
-        [--capacity 0.25] [--buckets 4] [--variants compacted,bucketed-remat,naive]
+        [--capacity 0.25] [--variants compacted,compacted-remat,naive]
 
 By default the slot count C is the number of hitting spheres (the best fixed C). With
 ``--capacity F`` it is the fraction F of the batch for every row (a user who does not know the
-need in advance). Variants: ``compacted`` (C slots), ``bucketed`` (``--buckets`` compiled sizes
-C, C/2, ..., each step runs the smallest that holds its bundling environments), ``naive`` (every
-environment computes the bundle), each optionally ``-remat`` (bundle recomputed on the backward
-pass). Every variant's gradient is checked equal to the first one's.
+need in advance). Variants: ``compacted`` (C slots; their branches run in the phases in use,
+:mod:`bcg.estimators.slots`), ``naive`` (C = E: every environment has a slot), each optionally
+``-remat`` (physics recomputed on the backward pass). Every variant's gradient is checked equal
+to the first one's.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def compiled_grad(sim, est, d0, T):
     return (lambda: f(x)), time.perf_counter() - t0, st, np.asarray(g)
 
 
-VARIANTS = ("compacted", "bucketed", "naive")
+VARIANTS = ("compacted", "naive")
 
 
 def make_variant(name, args, cap):
@@ -81,8 +81,6 @@ def make_variant(name, args, cap):
     kw = {"num_branches": args.branches, "remat": suffix == "remat"}
     if base != "naive":
         kw["capacity"] = cap
-    if base == "bucketed":
-        kw["buckets"] = args.buckets
     return E.make("bcg", **kw)
 
 
@@ -94,7 +92,6 @@ def main(argv=None):
     ap.add_argument("--branches", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--capacity", type=float, default=None, help="slots as a batch fraction")
-    ap.add_argument("--buckets", type=int, default=4, help="compiled slot counts of 'bucketed'")
     ap.add_argument("--variants", default="compacted", help="comma list, see the docstring")
     args = ap.parse_args(argv)
     variants = args.variants.split(",")

@@ -86,6 +86,11 @@ def main(argv=None):
     n_env_steps = base.env_steps_per_iteration
     key = jax.random.PRNGKey(a.seed)
     template = base.init(key)
+    grads = {  # one compiled function per estimator, shared by the points (same shapes)
+        name: jax.jit(lambda s, k, lrn=lrn: lrn.per_env_actor_gradients(s, k, return_stats=True))
+        for name, lrn in learners.items()
+    }
+    iterations = {n: jax.jit(lrn.iteration) for n, lrn in learners.items()}
     points = []
     for which in a.points.split(","):
         if which == "initial":
@@ -97,12 +102,8 @@ def main(argv=None):
             raise SystemExit(f"unknown point {which!r}: use initial and/or checkpoint")
         states = {n: learner_state(lrn, restored, base, key) for n, lrn in learners.items()}
         entry = {"point": label}
-        grads = {}
-        for name, lrn in learners.items():
+        for name in learners:
             t0 = time.perf_counter()
-            grads[name] = jax.jit(
-                lambda s, k, lrn=lrn: lrn.per_env_actor_gradients(s, k, return_stats=True)
-            )
             G, stats = jax.block_until_ready(grads[name](states[name], key))
             flat = _flat(G)
             ok = np.all(np.isfinite(flat), 1)
@@ -118,7 +119,7 @@ def main(argv=None):
             }
             print(f"[{label}] {name}: {entry[name]}", file=log, flush=True)
         if a.timing == "iteration":
-            fns = {n: jax.jit(lrn.iteration) for n, lrn in learners.items()}
+            fns = iterations
         else:  # the actor window forward and backward: the gradient pass alone
             fns = grads
         times = {n: [] for n in learners}

@@ -55,7 +55,7 @@ def results(sim):
         "analytic": E.make("analytic"),
         "naive": BCG(),
         "compact": BCG(capacity=3, remat=True),  # bundle recomputed on the backward pass
-        "bucketed": BCG(capacity=4, buckets=3),  # slot counts 1, 2, 4 chosen per step
+        "four-slots": BCG(capacity=4),  # 40 branch states: up to 8 phases of 5
         "tight-stein": BCG(capacity=2, gradient="stein", antithetic=True),
     }.items():
         (v, (qpos, st)), g = _grad_fn(sim, est)(dv, d0, key)
@@ -89,17 +89,50 @@ def test_compaction_equals_naive_when_capacity_suffices(results):
     np.testing.assert_allclose(c["grad"], n["grad"], rtol=1e-8, atol=1e-10)
 
 
-def test_buckets_equal_naive_and_follow_the_need(results):
-    """Each step runs the smallest compiled slot count (1, 2 or 4) that holds its bundling envs:
-    nothing overflows, and values and gradients equal the naive per-environment bundle."""
-    n, b = results["naive"], results["bucketed"]
-    assert BCG(capacity=4, buckets=3).bucket_sizes(5) == (1, 2, 4)
-    assert BCG(capacity=12, buckets=3).bucket_sizes(64) == (3, 6, 12)
+def test_slot_layouts_equal_naive(results):
+    """4 slots of 10 branches in 8 phases of 5 states equal the naive bundle (5 slots)."""
+    n, b = results["naive"], results["four-slots"]
     assert int(np.sum(b["stats"].overflow)) == 0
-    # the hitting envs start their bundles at different steps: more than one size is used
-    assert len(set(np.asarray(b["stats"].bundled).tolist()) - {0}) >= 2
     np.testing.assert_allclose(b["qpos"], n["qpos"], rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(b["grad"], n["grad"], rtol=1e-8, atol=1e-10)
+
+
+def test_phased_runs_only_the_phases_in_use():
+    """slots.phased: phase 0 steps the batch, then only the ceil(n / E) phases holding used
+    states run (counted by a host callback inside the step); value and gradient equal stepping
+    the states directly."""
+    from bcg.estimators import slots
+
+    calls = []
+    E, P = 4, 3
+
+    def physics(x):
+        jax.debug.callback(lambda: calls.append(1))
+        return 2.0 * jnp.sin(x)
+
+    def built_states(y):
+        return jnp.concatenate([y, y + 1.0, y + 2.0])  # P x E = 12 states
+
+    def run(x, n):
+        first, out, aux = slots.phased(
+            physics, x, lambda y: (built_states(y), n, jnp.sum(y)), P, lambda z: z
+        )
+        return jnp.sum(first) + jnp.sum(out[:n]) + aux
+
+    def direct(x, n):
+        y = 2.0 * jnp.sin(x)
+        return 2.0 * jnp.sum(y) + jnp.sum(2.0 * jnp.sin(built_states(y))[:n])
+
+    x = jnp.linspace(0.1, 0.4, E)
+    for n, phases in ((0, 1), (3, 2), (5, 3), (12, 4)):
+        v, g = jax.value_and_grad(run)(x, n)
+        v_ref, g_ref = jax.value_and_grad(direct)(x, n)
+        np.testing.assert_allclose(v, v_ref, rtol=1e-12)
+        np.testing.assert_allclose(g, g_ref, rtol=1e-12)
+        calls.clear()
+        jax.block_until_ready(jax.jit(run, static_argnums=1)(x, n))
+        jax.effects_barrier()
+        assert len(calls) == phases, (n, len(calls))
 
 
 def test_overflow_is_counted(results):
@@ -196,8 +229,6 @@ def test_offsets_follow_the_contact_chain(sim, perturb):
         ({"damping": 0.0}, "damping"),
         ({"capacity": 0}, "capacity"),
         ({"capacity": 1.5}, "capacity"),
-        ({"buckets": 0, "capacity": 2}, "buckets"),
-        ({"buckets": 2}, "capacity"),
         ({"antithetic": True, "num_branches": 3}, "antithetic"),
         ({"gradient": "magic"}, "gradient"),
         ({"gradient": "stein", "num_branches": 1}, "num_branches"),
@@ -220,9 +251,7 @@ def test_registry_errors():
         E.make("bcg", sigma=1.0)
     with pytest.raises(ValueError, match="sigma"):
         E.make("global-bundle", sigma=-1.0)
-    assert E.make("bcg", capacity=4, buckets=3).bucket_sizes(64) == (1, 2, 4)
-    assert E.make("bcg-stein", capacity=0.5, buckets=2).bucket_sizes(8) == (2, 4)
-    with pytest.raises(ValueError, match="buckets > 1 needs a capacity"):
+    with pytest.raises(ValueError, match="no parameter"):
         E.make("bcg", buckets=2)
     with pytest.raises(ValueError, match="remat must be true or false"):
         E.make("bcg", remat="yes")

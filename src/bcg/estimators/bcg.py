@@ -17,8 +17,10 @@ Per control step t of a batch of environments (Aditya et al., 2026; docs/method.
    next action; after H steps the rollout continues from it. Autodiff through the mean gives
        Z_bar_{t+1} = (1/B) sum_i (F_x Z_t^(i) + F_a U_t),
    or with ``gradient="stein"`` a Stein estimate inside the perturbed subspace.
-5. Slots (:mod:`bcg.estimators.slots`). Only the environments that need a bundle compute one,
-   compacted into ``capacity`` slots; a step with no bundle costs a plain step.
+5. Slots and phases (:mod:`bcg.estimators.slots`). Only the environments that need a bundle
+   compute one, compacted into ``capacity`` slots whose B x C branch states are stepped E at a
+   time after the plain step, by the same compiled simulator step; a step with no bundle costs
+   a plain step, one with n bundles 1 + ceil(n B / E) plain steps.
 
 Only the state fields (qpos, qvel, act, qacc_warmstart) of the bundle mean are written back;
 derived fields of the returned data (xpos, contacts, ...) are those of the plain step.
@@ -27,6 +29,7 @@ derived fields of the returned data (xpos, contacts, ...) are those of the plain
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import NamedTuple
 
@@ -74,6 +77,16 @@ class BundleCarry(NamedTuple):
     perturbed: jax.Array  # (B, G) bool: groups already perturbed in each branch
 
 
+class _Book(NamedTuple):
+    """Per-slot bundle bookkeeping carried from the branch start to its finish."""
+
+    remaining: jax.Array
+    anchor: jax.Array
+    noise: jax.Array
+    perturbed: jax.Array
+    key: jax.Array
+
+
 def _check_int(name, v, lo):
     if isinstance(v, bool) or not isinstance(v, int) or v < lo:
         raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
@@ -108,11 +121,11 @@ class BCG:
       new_groups: with limb offsets, a branch in which a group becomes hot mid-bundle perturbs
         that group from its own state (at the start of the next bundle step).
       damping: lambda of the damped pseudo-inverse (paper 1e-4).
-      capacity: bundle slots per step: an int, a fraction of the batch in (0, 1], or None (every
-        environment computes the bundle); overflowing environments take the plain step.
-      buckets: with ``capacity``, compiled slot counts C, C/2, C/4, ...; each step runs the
-        smallest that holds its bundling environments.
-      remat: recompute the bundle on the backward pass instead of storing its residuals.
+      capacity: bundle slots C per step: an int, a fraction of the batch in (0, 1], or None
+        (C = E); environments that do not fit take the plain step (counted as overflow). The
+        branches run in up to ceil(C B / E) phases of E states after the plain step, only
+        the phases in use: a step with n bundles costs 1 + ceil(n B / E) plain steps.
+      remat: recompute the physics on the backward pass instead of storing its residuals.
       antithetic: pair offsets (+d, -d) so that their mean is exactly zero.
       gradient: ``"first-order"`` (the paper) or ``"stein"`` (:mod:`bcg.estimators.aggregation`).
       stein_velocity: with ``"stein"``, also replace the velocity sensitivity.
@@ -131,7 +144,6 @@ class BCG:
     new_groups: bool = True
     damping: float = 1e-4
     capacity: int | float | None = None
-    buckets: int = 1
     remat: bool = False
     antithetic: bool = False
     gradient: str = "first-order"
@@ -162,12 +174,9 @@ class BCG:
                 raise ValueError(f"capacity as a fraction must be in (0, 1], got {c!r}")
             if isinstance(c, int) and c < 1:
                 raise ValueError(f"capacity must be >= 1 slot, got {c!r}")
-        _check_int("buckets", self.buckets, 1)
         for flag in ("remat", "antithetic", "stein_velocity", "new_groups"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
-        if self.buckets > 1 and self.capacity is None:
-            raise ValueError("buckets > 1 needs a capacity (bucket sizes are C, C/2, C/4, ...)")
         if self.gradient not in ("first-order", "stein"):
             raise ValueError(f"gradient must be 'first-order' or 'stein', got {self.gradient!r}")
         if self.gradient == "stein" and self.num_branches < 2:
@@ -186,10 +195,6 @@ class BCG:
 
     def slots(self, batch: int) -> int:
         return slots.slot_count(self.capacity, batch)
-
-    def bucket_sizes(self, batch: int) -> tuple[int, ...]:
-        """Compiled slot counts, increasing, the last one ``slots(batch)``."""
-        return slots.bucket_sizes(self.capacity, self.buckets, batch)
 
     def _offset_kw(self, num_branches=None, antithetic=None) -> dict:
         return dict(
@@ -255,8 +260,10 @@ class BCG:
         )
         return br, perturbed | fresh
 
-    def _bundle_one(self, sim: Sim, carry: BundleCarry, plain, hot: trigger.Hot, ctrl, key):
-        """Bundle step of one environment: start it (if not in a bundle) or continue it."""
+    def _branch_start(self, sim: Sim, carry: BundleCarry, plain, hot: trigger.Hot, key):
+        """Branch states (B) one environment steps from: a new bundle's perturbed copies of the
+        state before the step (offsets from the hot groups after the plain step), or the
+        running bundle's branches; and the bundle's bookkeeping."""
         d = carry.data
         B = self.num_branches
         in_bundle = carry.remaining > 0
@@ -279,37 +286,71 @@ class BCG:
         br = jax.tree_util.tree_map(lambda a, b: jnp.where(in_bundle, a, b), carry.branches, start)
         start_groups = jnp.broadcast_to(hot.groups, carry.perturbed.shape)
         perturbed = jnp.where(in_bundle, carry.perturbed, start_groups)
-
-        def step_branch(b: BranchState):
-            db = d.replace(qpos=b.qpos, qvel=b.qvel, act=b.act, qacc_warmstart=b.qacc_warmstart)
-            return control_step(sim, db, ctrl, per_substep=True)
-
-        stepped, forces = jax.vmap(step_branch)(br)
         remaining = jnp.where(in_bundle, carry.remaining - 1, self.horizon - 1)
+        inputs = jax.vmap(lambda b: d.replace(**b._asdict()))(br)
+        return inputs, _Book(remaining, anchor, noise, perturbed, k_new)
+
+    def _branch_finish(self, sim: Sim, stepped, forces, book: _Book):
+        """One environment's bundle after its branches stepped: (mean state, branch states to
+        continue from, remaining steps, anchor, noise, perturbed groups)."""
         mean = aggregation.branch_mean(sim, stepped)
         if self.gradient == "stein":
-            mean = aggregation.stein_attach(sim, mean, stepped, anchor, noise)
+            mean = aggregation.stein_attach(sim, mean, stepped, book.anchor, book.noise)
+        perturbed = book.perturbed
         if self.perturb == "limb" and self.new_groups and self.horizon > 1:
             new_br, perturbed = self._perturb_new_groups(
-                sim, stepped, forces, perturbed, remaining > 0, k_new
+                sim, stepped, forces, perturbed, book.remaining > 0, book.key
             )
         else:
             new_br = BranchState.of(stepped)
-        return BranchState.of(mean), new_br, remaining, anchor, noise, perturbed
+        return BranchState.of(mean), new_br, book.remaining, book.anchor, book.noise, perturbed
 
     # ------------------------------------------------------------------ the step
 
     def step(self, sim: Sim, carry: BundleCarry, ctrl, key) -> tuple[BundleCarry, StepStats]:
-        """One control step of a batch of E environments (leading axis everywhere)."""
+        """One control step of a batch of E environments (leading axis everywhere): the plain
+        step of every environment, then the branches of the C slots (:mod:`.slots`)."""
         rule = self.trigger_rule
+        tmap = jax.tree_util.tree_map
         E = carry.remaining.shape[0]
-        plain, forces = jax.vmap(lambda d, u: control_step(sim, d, u, per_substep=True))(
-            carry.data, ctrl
-        )
-        hot = jax.vmap(lambda d, f: rule(sim, d, f))(plain, forces)
+        B = self.num_branches
+        C = self.slots(E)
+        keys = jax.random.split(key, E)
         in_bundle = carry.remaining > 0
-        trig = (~in_bundle) & trigger.triggered(hot)
-        priority = 2 * in_bundle.astype(jnp.int32) + trig.astype(jnp.int32)
+
+        def physics(x):
+            return jax.vmap(lambda d, u: control_step(sim, d, u, per_substep=True))(*x)
+
+        forces_shape = jax.eval_shape(physics, (carry.data, ctrl))[1]
+
+        def skip(x):
+            return x[0], jnp.zeros(forces_shape.shape, forces_shape.dtype)
+
+        def build(y):
+            plain, forces = y
+            hot = jax.vmap(lambda d, f: rule(sim, d, f))(plain, forces)
+            trig = (~in_bundle) & trigger.triggered(hot)
+            priority = 2 * in_bundle.astype(jnp.int32) + trig.astype(jnp.int32)
+            idx, used, overflow = slots.select_slots(priority, C)
+            take = functools.partial(tmap, lambda x: x[idx])
+            inputs, book = jax.vmap(lambda *a: self._branch_start(sim, *a))(
+                take(carry), take(plain), take(hot), keys[idx]
+            )
+            u = jnp.broadcast_to(ctrl[idx][:, None], (C, B) + ctrl.shape[1:])
+            flat = tmap(lambda x: x.reshape((C * B,) + x.shape[2:]), (inputs, u))
+            return flat, jnp.sum(used) * B, (trig, idx, used, overflow, book)
+
+        (plain, _), (out, forces), aux = slots.phased(
+            physics,
+            (carry.data, ctrl),
+            build,
+            slots.phase_count(C, B, E),
+            skip,
+            remat=self.remat,
+        )
+        trig, idx, used, overflow, book = aux
+        stepped, forces = tmap(lambda x: x.reshape((C, B) + x.shape[1:]), (out, forces))
+        part = jax.vmap(lambda *a: self._branch_finish(sim, *a))(stepped, forces, book)
         fallback = (
             BranchState.of(plain),
             carry.branches,
@@ -318,16 +359,13 @@ class BCG:
             carry.noise,
             carry.perturbed,
         )
-        args = (carry, plain, hot, ctrl, jax.random.split(key, E))
-        out, selected, overflow = slots.bundled_map(
-            lambda a: self._bundle_one(sim, *a),
-            args,
-            fallback,
-            priority,
-            self.bucket_sizes(E),
-            remat=self.remat,
-        )
-        mean, branches, remaining, anchor, noise, perturbed = out
+        selected = jnp.zeros((E,), bool).at[idx].set(used)
+
+        def merge(full, p):
+            s = selected.reshape(selected.shape + (1,) * (full.ndim - 1))
+            return jnp.where(s, full.at[idx].set(p.astype(full.dtype)), full)
+
+        mean, branches, remaining, anchor, noise, perturbed = tmap(merge, fallback, part)
         data = plain.replace(**mean._asdict())
         stats = StepStats(
             triggered=jnp.sum(trig & selected).astype(jnp.int32),

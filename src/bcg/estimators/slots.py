@@ -1,18 +1,22 @@
-"""Bundle slots: run a per-environment bundle function only where a batch needs it.
+"""Bundle slots and phases: branch physics only where a batch needs it, one compiled instance.
 
 Under ``vmap`` a per-environment ``cond`` evaluates both branches for every environment, so a
-naive bundle costs E x (1 + B) branch steps per control step. Here the environments that need a
-bundle are compacted into a fixed buffer of C slots (highest priority first: continuing bundles
-before new ones), so a step costs E plain steps + C x B branch steps. Environments that do not
-fit overflow (they keep the fallback, the plain step) and are counted. A step where no
-environment needs a bundle skips the bundle computation altogether (``lax.switch`` on the batch,
-forward and backward). With buckets, the slot counts C, C/2, ..., C/2^(k-1) are all compiled and
-a step runs the smallest that holds its n bundling environments.
+naive bundle costs E x (1 + B) physics steps per control step. Instead:
+
+* Slots. The environments that need a bundle are compacted into C slots, highest priority
+  first (continuing bundles before new ones); environments that do not fit overflow (they keep
+  the plain step) and are counted.
+* Phases. The physics of a control step runs as a ``scan`` over 1 + P phases of E states each
+  (E = the batch): phase 0 steps the E environments (the plain step, whose contact forces
+  decide which environments bundle), phases 1..P step the C x B branch states built from it,
+  P = ceil(C B / E). A phase whose states are all unused (beyond n B, n = bundling
+  environments) is skipped by a ``cond``, forward and backward, so a control step costs
+  (1 + ceil(n B / E)) plain steps and a step without bundles costs one. The simulator step
+  appears once in the compiled program, whatever C is.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
@@ -30,65 +34,84 @@ def slot_count(capacity: int | float | None, batch: int) -> int:
     return min(batch, int(capacity))
 
 
-def bucket_sizes(capacity, buckets: int, batch: int) -> tuple[int, ...]:
-    """Compiled slot counts, increasing, the last one ``slot_count(capacity, batch)``."""
-    C = slot_count(capacity, batch)
-    return tuple(sorted({max(1, math.ceil(C / 2**k)) for k in range(buckets)}))
+def phase_count(slots: int, num_branches: int, batch: int) -> int:
+    """P = ceil(C B / E): branch phases of E states that hold C slots of B branches."""
+    return math.ceil(slots * num_branches / batch)
 
 
-def _take(tree, idx):
-    return jax.tree_util.tree_map(lambda x: x[idx], tree)
+def select_slots(priority: jax.Array, slots: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The ``slots`` environments of highest ``priority`` (> 0 needs a slot; ties keep the
+    environment order): (indices (C,), whether each slot is needed (C,), overflow count).
+    Needed slots come first."""
+    idx = jnp.argsort(-priority, stable=True)[:slots]
+    need = priority > 0
+    used = need[idx]
+    return idx, used, (jnp.sum(need) - jnp.sum(used)).astype(jnp.int32)
 
 
-def bundled_map(
-    fn: Callable, args, fallback, priority: jax.Array, sizes: tuple[int, ...], *, remat=False
+def _leading(tree) -> int:
+    return jax.tree_util.tree_leaves(tree)[0].shape[0]
+
+
+def phased(
+    physics: Callable,
+    first,
+    build: Callable,
+    num_phases: int,
+    skip: Callable,
+    *,
+    remat: bool = False,
 ):
-    """``fn`` mapped over the environments with ``priority > 0``, the others keeping ``fallback``.
+    """Phase 0: ``physics(first)``; phases 1..P: ``physics`` on the states ``build`` makes from
+    phase 0's output, E at a time, skipping the phases past the used states.
 
     Args:
-      fn: per-environment function of ``args`` (a pytree, leading axis E everywhere) returning a
-        pytree shaped like one environment of ``fallback``.
-      fallback: batched pytree (leading axis E): the output of environments not computed.
-      priority: (E,) int; > 0 needs the function, higher values take slots first.
-      sizes: increasing slot counts (:func:`bucket_sizes`); ``sizes[-1] >= E`` means no
-        compaction (every environment computes ``fn``, the naive path).
-      remat: recompute ``fn`` on the backward pass instead of storing its residuals (a
-        reverse-mode ``lax.switch`` stores the residuals of every path, taken or not).
+      physics: batched step, ``physics(inputs) -> outputs``, E states in, E out.
+      first: phase-0 inputs (leading axis E).
+      build: ``build(first_outputs) -> (inputs (leading M <= P E), used states n, aux)``;
+        the inputs beyond ``n`` must be valid states too (they may be stepped, unused).
+      num_phases: P.
+      skip: ``skip(inputs) -> outputs`` of a skipped phase (never used; e.g. the unstepped
+        states), shaped like ``physics``'s.
+      remat: recompute ``physics`` on the backward pass instead of storing its residuals.
 
     Returns:
-      (output pytree, selected (E,) bool, overflow int32 scalar).
+      (phase-0 outputs, outputs of the built inputs (leading M), aux).
     """
-    E = priority.shape[0]
-    need = priority > 0
+    tmap = jax.tree_util.tree_map
+    E = _leading(first)
+    P = num_phases
+    step = jax.checkpoint(physics) if remat else physics
+    built_shape, _, aux_shape = jax.eval_shape(build, jax.eval_shape(physics, first))
+    M = _leading(built_shape)
+    if M > P * E:
+        raise ValueError(f"build made {M} states, more than {P} phases of {E} hold")
 
-    def skip(_):
-        return fallback, jnp.zeros((E,), bool)
+    def blocks(x):  # (M, ...) -> (P, E, ...), padded with copies of valid states
+        return jnp.take(x, jnp.arange(P * E) % M, axis=0).reshape((P, E) + x.shape[1:])
 
-    def naive(_):
-        return jax.vmap(fn)(args), need
+    def zeros(shape, dtype):
+        return jnp.zeros(shape, dtype)
 
-    def compacted(C, _):
-        idx = jnp.argsort(-priority, stable=True)[:C]
-        part = jax.vmap(fn)(_take(args, idx))
-        out = jax.tree_util.tree_map(lambda full, p: full.at[idx].set(p), fallback, part)
-        return out, jnp.zeros((E,), bool).at[idx].set(need[idx])
-
-    if sizes[-1] >= E:
-        paths, sizes = [naive], (E,)
-    else:
-        paths = [functools.partial(compacted, c) for c in sizes]
-    if remat:
-        paths = [jax.checkpoint(p) for p in paths]
-    n_need = jnp.sum(need)
-    index = jnp.where(
-        n_need > 0, 1 + jnp.minimum(jnp.searchsorted(jnp.asarray(sizes), n_need), len(sizes) - 1), 0
+    carry0 = (
+        tmap(lambda s: zeros((P, E) + s.shape[1:], s.dtype), built_shape),
+        jnp.zeros((), jnp.int32),
+        tmap(lambda s: zeros(s.shape, s.dtype), aux_shape),
     )
-    out, selected = jax.lax.switch(index, [skip, *paths], None)
 
-    def choose(a, b):
-        s = selected.reshape(selected.shape + (1,) * (a.ndim - 1))
-        return jnp.where(s, a, b)
+    def make(y):
+        inputs, n, aux = build(y)
+        return tmap(blocks, inputs), jnp.asarray(n, jnp.int32), aux
 
-    out = jax.tree_util.tree_map(choose, out, fallback)
-    overflow = (n_need - jnp.sum(selected)).astype(jnp.int32)
-    return out, selected, overflow
+    def body(carry, p):
+        stack, used, _ = carry
+        x = tmap(lambda f, s: jnp.where(p == 0, f, s[jnp.maximum(p - 1, 0)]), first, stack)
+        active = (p == 0) | ((p - 1) * E < used)
+        y = jax.lax.cond(active, step, skip, x)
+        carry = jax.lax.cond(p == 0, make, lambda _: carry, y)
+        return carry, y
+
+    (_, _, aux), ys = jax.lax.scan(body, carry0, jnp.arange(P + 1))
+    first_out = tmap(lambda a: a[0], ys)
+    built_out = tmap(lambda a: a[1:].reshape((P * E,) + a.shape[2:])[:M], ys)
+    return first_out, built_out, aux
