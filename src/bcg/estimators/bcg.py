@@ -84,7 +84,6 @@ class _Book(NamedTuple):
     anchor: jax.Array
     noise: jax.Array
     perturbed: jax.Array
-    key: jax.Array
 
 
 def _check_int(name, v, lo):
@@ -267,7 +266,7 @@ class BCG:
         d = carry.data
         B = self.num_branches
         in_bundle = carry.remaining > 0
-        k_start, k_new = jax.random.split(key)
+        k_start, _ = jax.random.split(key)  # the second key: new groups (_branch_finish)
         offs = self.offsets(sim, plain, hot, k_start)
         q0, v0 = d.qpos, d.qvel
         anchor, noise = carry.anchor, carry.noise
@@ -288,9 +287,9 @@ class BCG:
         perturbed = jnp.where(in_bundle, carry.perturbed, start_groups)
         remaining = jnp.where(in_bundle, carry.remaining - 1, self.horizon - 1)
         inputs = jax.vmap(lambda b: d.replace(**b._asdict()))(br)
-        return inputs, _Book(remaining, anchor, noise, perturbed, k_new)
+        return inputs, _Book(remaining, anchor, noise, perturbed)
 
-    def _branch_finish(self, sim: Sim, stepped, forces, book: _Book):
+    def _branch_finish(self, sim: Sim, stepped, forces, book: _Book, key):
         """One environment's bundle after its branches stepped: (mean state, branch states to
         continue from, remaining steps, anchor, noise, perturbed groups)."""
         mean = aggregation.branch_mean(sim, stepped)
@@ -299,7 +298,7 @@ class BCG:
         perturbed = book.perturbed
         if self.perturb == "limb" and self.new_groups and self.horizon > 1:
             new_br, perturbed = self._perturb_new_groups(
-                sim, stepped, forces, perturbed, book.remaining > 0, book.key
+                sim, stepped, forces, perturbed, book.remaining > 0, jax.random.split(key)[1]
             )
         else:
             new_br = BranchState.of(stepped)
@@ -350,7 +349,7 @@ class BCG:
         )
         trig, idx, used, overflow, book = aux
         stepped, forces = tmap(lambda x: x.reshape((C, B) + x.shape[1:]), (out, forces))
-        part = jax.vmap(lambda *a: self._branch_finish(sim, *a))(stepped, forces, book)
+        part = jax.vmap(lambda *a: self._branch_finish(sim, *a))(stepped, forces, book, keys[idx])
         fallback = (
             BranchState.of(plain),
             carry.branches,

@@ -69,7 +69,8 @@ def phased(
       physics: batched step, ``physics(inputs) -> outputs``, E states in, E out.
       first: phase-0 inputs (leading axis E).
       build: ``build(first_outputs) -> (inputs (leading M <= P E), used states n, aux)``;
-        the inputs beyond ``n`` must be valid states too (they may be stepped, unused).
+        the inputs beyond ``n`` must be valid states too (they may be stepped, unused);
+        ``aux``: arrays of numeric dtypes (no PRNG keys).
       num_phases: P.
       skip: ``skip(inputs) -> outputs`` of a skipped phase (never used; e.g. the unstepped
         states), shaped like ``physics``'s.
