@@ -16,7 +16,11 @@ and each estimator (``analytic`` and ``bcg``, built from the run's settings):
   or ``seconds_per_gradient`` (``--timing gradient``): the same for the actor-window gradient
   pass alone (the per-environment gradients), which skips compiling the iterations;
 * ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
-  the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient.
+  the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
+  (at the first point; a later point reuses the compiled function, and the persistent
+  compilation cache may shorten it: measure compile ratios with ``bcg_compile_cost.py``);
+* with ``--soft-floor``, ``analytic_soft``: the analytic gradient from the same states on soft
+  contact, the variance of a smooth model's gradients (not timed).
 
 Prints a table and, with ``--json``, the JSON ``{"points": [...], "settings": ...}`` on stdout
 (also written to ``--out``).
@@ -67,6 +71,12 @@ def main(argv=None):
         default="iteration",
         help="time a full SHAC iteration, or only the actor-window gradient pass",
     )
+    p.add_argument(
+        "--soft-floor",
+        action="store_true",
+        help="also the analytic gradient on soft contact from the same states (a smooth model's "
+        "variance, not timed)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout")
     p.add_argument("--out", default="results/g1_policy_gradient/g1_policy_gradient.json")
@@ -82,13 +92,17 @@ def main(argv=None):
     for name, (est, params) in ests.items():
         _, lrn = registry.build({**run, "estimator": est, "estimator_params": params})
         learners[name] = lrn
+    measured = dict(learners)  # the gradient metric; the timing is of ``learners`` only
+    if a.soft_floor:
+        soft = {**run, "stiffness": "soft", "estimator": "analytic", "estimator_params": {}}
+        measured["analytic_soft"] = registry.build(soft)[1]
     base = learners["analytic"]
     n_env_steps = base.env_steps_per_iteration
     key = jax.random.PRNGKey(a.seed)
     template = base.init(key)
     grads = {  # one compiled function per estimator, shared by the points (same shapes)
         name: jax.jit(lambda s, k, lrn=lrn: lrn.per_env_actor_gradients(s, k, return_stats=True))
-        for name, lrn in learners.items()
+        for name, lrn in measured.items()
     }
     iterations = {n: jax.jit(lrn.iteration) for n, lrn in learners.items()}
     points = []
@@ -100,9 +114,9 @@ def main(argv=None):
             label = f"checkpoint-{a.checkpoint}"
         else:
             raise SystemExit(f"unknown point {which!r}: use initial and/or checkpoint")
-        states = {n: learner_state(lrn, restored, base, key) for n, lrn in learners.items()}
+        states = {n: learner_state(lrn, restored, base, key) for n, lrn in measured.items()}
         entry = {"point": label}
-        for name in learners:
+        for name in measured:
             t0 = time.perf_counter()
             G, stats = jax.block_until_ready(grads[name](states[name], key))
             flat = _flat(G)
@@ -112,6 +126,11 @@ def main(argv=None):
                 "summed_variance": summed_variance(flat[ok]),
                 "summed_variance_ci95": [lo, hi],
                 "nonfinite_envs": int((~ok).sum()),
+                # per environment: squared distance of its gradient to the batch mean (the
+                # summed variance is their sum / (n - 1)); shows how heavy the tail is
+                "per_env_squared_deviation": np.sum(
+                    (flat[ok] - flat[ok].mean(0)) ** 2, axis=1
+                ).tolist(),
                 "gradient_compile_seconds": time.perf_counter() - t0,
                 "window_overflow": int(stats.overflow),
                 "window_bundled_fraction": float(stats.bundled) / n_env_steps,
