@@ -17,8 +17,8 @@ and each estimator (``analytic`` and ``bcg``, built from the run's settings):
   pass alone (the per-environment gradients), which skips compiling the iterations;
 * ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
   the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
-  (at the first point; a later point reuses the compiled function, and the persistent
-  compilation cache may shorten it: measure compile ratios with ``bcg_compile_cost.py``);
+  (at the first point; a later point reuses the compiled function; with the persistent
+  compilation cache on, a cached executable is only loaded: ``--no-compile-cache``);
 * with ``--soft-floor``, ``analytic_soft``: the analytic gradient from the same states on soft
   contact, the variance of a smooth model's gradients (not timed).
 
@@ -77,11 +77,18 @@ def main(argv=None):
         help="also the analytic gradient on soft contact from the same states (a smooth model's "
         "variance, not timed)",
     )
+    p.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="compile from scratch (the compile seconds are then comparable)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout")
     p.add_argument("--out", default="results/g1_policy_gradient/g1_policy_gradient.json")
     a = p.parse_args(argv)
     log = sys.stderr if a.json else sys.stdout
+    if a.no_compile_cache:
+        jax.config.update("jax_enable_compilation_cache", False)
     print("command: python " + " ".join(sys.argv), file=log, flush=True)
     run_dir = Path(a.run)
     run = json.loads((run_dir / "run.json").read_text())
