@@ -186,13 +186,18 @@ def main(argv=None):
             flush=True,
         )
         points.append(entry)
-    result = {
-        "settings": {**vars(a), "run": run, "bcg": ests["bcg"][1], "device": str(jax.devices())},
-        "points": points,
-    }
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
+        result = {
+            "settings": {
+                **vars(a),
+                "run": run,
+                "bcg": ests["bcg"][1],
+                "device": str(jax.devices()),
+            },
+            "points": points,
+        }
+        out = Path(a.out)  # written after every point: a crash keeps the finished ones
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1))
     if a.json:
         print(json.dumps(result, indent=1))
     print(f"saved {out}", file=log)
