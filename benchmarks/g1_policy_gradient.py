@@ -51,6 +51,18 @@ from bcg.learners import harness, registry  # noqa: E402
 DEFAULT_BCG = {"capacity": 0.25}
 
 
+def _strong(tree):
+    """Arrays with strong dtypes, so that a fresh and a restored state trace alike (a weakly
+    typed scalar in one of them would compile the functions again)."""
+
+    def one(x):
+        if not hasattr(x, "dtype") or jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return x
+        return jax.numpy.asarray(np.asarray(x), dtype=x.dtype)
+
+    return jax.tree_util.tree_map(one, tree)
+
+
 def _flat(G):
     leaves = jax.tree_util.tree_leaves(G)
     return np.concatenate([np.asarray(x, np.float64).reshape(x.shape[0], -1) for x in leaves], 1)
@@ -121,7 +133,9 @@ def main(argv=None):
             label = f"checkpoint-{a.checkpoint}"
         else:
             raise SystemExit(f"unknown point {which!r}: use initial and/or checkpoint")
-        states = {n: learner_state(lrn, restored, base, key) for n, lrn in measured.items()}
+        states = {
+            n: _strong(learner_state(lrn, restored, base, key)) for n, lrn in measured.items()
+        }
         entry = {"point": label}
         for name in measured:
             t0 = time.perf_counter()
