@@ -91,13 +91,10 @@ def phased(
     def blocks(x):  # (M, ...) -> (P, E, ...), padded with copies of valid states
         return jnp.take(x, jnp.arange(P * E) % M, axis=0).reshape((P, E) + x.shape[1:])
 
-    def zeros(shape, dtype):
-        return jnp.zeros(shape, dtype)
-
     carry0 = (
-        tmap(lambda s: zeros((P, E) + s.shape[1:], s.dtype), built_shape),
+        tmap(lambda s: jnp.zeros((P, E) + s.shape[1:], s.dtype), built_shape),
         jnp.zeros((), jnp.int32),
-        tmap(lambda s: zeros(s.shape, s.dtype), aux_shape),
+        tmap(lambda s: jnp.zeros(s.shape, s.dtype), aux_shape),
     )
 
     def make(y):
