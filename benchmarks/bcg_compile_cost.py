@@ -27,7 +27,7 @@ from bcg import sim as bs
 from bcg.envs import tasks
 
 
-def gradient_function(sim, est, T):
+def gradient_function(sim, est):
     def loss(dv, d0, ctrls, key):
         dT, st = E.rollout(sim, est, d0.replace(qvel=d0.qvel + dv), ctrls, key)
         return jnp.sum(dT.qpos) + jnp.sum(dT.qvel), st
@@ -61,7 +61,7 @@ def main(argv=None):
     compiled, out = {}, {}
     for name, est in ests.items():
         t0 = time.perf_counter()
-        compiled[name] = gradient_function(sim, est, a.horizon).lower(*args).compile()
+        compiled[name] = gradient_function(sim, est).lower(*args).compile()
         out[name] = {"compile_seconds": time.perf_counter() - t0, "seconds": []}
         print(f"{name}: compile {out[name]['compile_seconds']:.1f} s", file=log, flush=True)
     for r in range(a.repeats + 1):

@@ -125,10 +125,7 @@ def replay(env, pre, t0: int, t1: int, e: int, vmax: float) -> None:
     d = d.replace(
         **{f: jnp.asarray(pre[f][t0, e]) for f in ("qpos", "qvel", "act", "qacc_warmstart")}
     )
-    m_same = _copy(sim.mj_model)
-    m_same.opt.iterations = int(mx.opt.iterations)
-    m_same.opt.ls_iterations = int(mx.opt.ls_iterations)
-    m_same.opt.disableflags = int(mx.opt.disableflags)
+    m_same = sim.native_with_mjx_solver()
     m_full = _copy(sim.mj_model)
     natives = {"native(same)": m_same, "native(10 it)": m_full}
     nd = {}

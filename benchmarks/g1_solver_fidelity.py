@@ -187,16 +187,6 @@ def native_rollouts(m: mujoco.MjModel, q0, v0, u0, useq, substeps: int) -> tuple
     return out, time.perf_counter() - t0
 
 
-def native_same_as_mjx(sim) -> mujoco.MjModel:
-    """The native model with the MJX model's solver settings (iterations, line search, flags)."""
-    m = copy.copy(sim.mj_model)
-    o = sim.mjx_model.opt
-    m.opt.iterations = int(o.iterations)
-    m.opt.ls_iterations = int(o.ls_iterations)
-    m.opt.disableflags = int(o.disableflags)
-    return m
-
-
 def no_actearly(m: mujoco.MjModel) -> mujoco.MjModel:
     """``m`` with ``actearly`` off on every actuator: MJX's actuator semantics (MJX ignores
     ``actuator_actearly`` and computes the force from the current ``act``, so a new servo
@@ -468,12 +458,12 @@ def main(argv=None) -> int:
         trajs["native 10 it"], t_nat = native_rollouts(m, q0, v0, u0, useq, S)
         trajs["native 10 it, f32 start"], _ = native_rollouts(m, *f32, useq, S)
         for n in iters:
-            mn = native_same_as_mjx(sims[(st, n)])
+            mn = sims[(st, n)].native_with_mjx_solver()
             trajs[f"native {n} it"], _ = native_rollouts(mn, q0, v0, u0, useq, S)
         trajs["native 10 it, no actearly"], _ = native_rollouts(m_ne, q0, v0, u0, useq, S)
         trajs["native 10 it, no actearly, f32 start"], _ = native_rollouts(m_ne, *f32, useq, S)
         for n in iters:
-            mn = no_actearly(native_same_as_mjx(sims[(st, n)]))
+            mn = no_actearly(sims[(st, n)].native_with_mjx_solver())
             trajs[f"native {n} it, no actearly"], _ = native_rollouts(mn, q0, v0, u0, useq, S)
         for n in iters:
             sim = sims[(st, n)]

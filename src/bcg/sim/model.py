@@ -85,6 +85,16 @@ class Sim:
     def nu(self) -> int:
         return int(self.mj_model.nu)
 
+    def native_with_mjx_solver(self) -> mujoco.MjModel:
+        """A copy of the native model with the MJX model's solver settings (iterations, line
+        search iterations, disable flags): native MuJoCo stepping what MJX steps."""
+        m = _copy_model(self.mj_model)
+        o = self.mjx_model.opt
+        m.opt.iterations = int(o.iterations)
+        m.opt.ls_iterations = int(o.ls_iterations)
+        m.opt.disableflags = int(o.disableflags)
+        return m
+
     def total_weight(self) -> float:
         """Total weight m g of all bodies in newtons."""
         g = float(np.linalg.norm(self.mj_model.opt.gravity))

@@ -7,7 +7,6 @@ replay rollouts that diverged that way in native MuJoCo run with the MJX model's
 (iterations, line search, disable flags); the slow one rolls a batch out in MJX itself.
 """
 
-import copy
 import warnings
 
 import jax
@@ -22,16 +21,6 @@ from bcg.envs import make_env
 # steps in native MuJoCo with warm start + 1 Newton iteration (ls_iterations 8)
 DIVERGED_WITH_WARM_START = [("soft", 87), ("soft", 153), ("soft", 175), ("stiff", 779)]
 MAX_JOINT_SPEED = 200.0  # rad/s; bounded runs stay below ~60, diverging ones pass 1e3
-
-
-def _native_like_mjx(sim) -> mujoco.MjModel:
-    """The native G1 with the MJX model's solver settings."""
-    m = copy.copy(sim.mj_model)
-    opt = sim.mjx_model.opt
-    m.opt.iterations = int(opt.iterations)
-    m.opt.ls_iterations = int(opt.ls_iterations)
-    m.opt.disableflags = int(opt.disableflags)
-    return m
 
 
 def _random_action_rollout(env, m, seed, steps=50):
@@ -70,7 +59,7 @@ def test_mjx_solver_is_not_warm_started(stiffness):
 @pytest.mark.parametrize("stiffness,seed", DIVERGED_WITH_WARM_START)
 def test_random_targets_stay_bounded_with_the_mjx_solver_settings(stiffness, seed):
     env = make_env("g1_jump", stiffness=stiffness)
-    worst = _random_action_rollout(env, _native_like_mjx(env.sim), seed)
+    worst = _random_action_rollout(env, env.sim.native_with_mjx_solver(), seed)
     assert worst < MAX_JOINT_SPEED, f"joint speed {worst:.3g} rad/s"
 
 
