@@ -25,7 +25,7 @@ def direct_native(env, m, policy, key, steps):
     for _ in range(steps):
         qs.append(d.qpos.copy())
         a = policy(bridge.observe(d))
-        d.ctrl[:] = bridge.ctrl(a)
+        d.ctrl[:] = bridge.ctrl(a, d)
         for _ in range(env.sim.substeps):
             mujoco.mj_step(m, d)
     return np.array(qs), d

@@ -52,8 +52,11 @@ class ContactEnv:
         """A random initial ``(qpos (nq,), qvel (nv,))`` of one environment."""
         raise NotImplementedError
 
-    def action_to_ctrl(self, action: jax.Array) -> jax.Array:
-        """MuJoCo ``ctrl`` (nu,) from a policy action in [-1, 1]^action_size."""
+    def action_to_ctrl(self, action: jax.Array, data=None) -> jax.Array:
+        """MuJoCo ``ctrl`` (nu,) from a policy action in [-1, 1]^action_size, taken in the
+        state ``data`` (one environment's ``mjx.Data``; an env whose actions are relative to
+        the state, e.g. residuals on a reference, reads it; this default ignores it). Every
+        caller (the rollouts, the native and deploy bridges) passes the state."""
         lo, hi = self.sim.mjx_model.actuator_ctrlrange.T
         a = jnp.clip(action, -1.0, 1.0)
         return lo + 0.5 * (a + 1.0) * (hi - lo)
@@ -80,6 +83,6 @@ class ContactEnv:
 
     def plain_step(self, data, action):
         """Analytic transition of one environment: ``(next_data, reward, terminated)``."""
-        nxt, _ = control_step(self.sim, data, self.action_to_ctrl(action))
+        nxt, _ = control_step(self.sim, data, self.action_to_ctrl(action, data))
         nxt = nxt.replace(time=data.time + self.sim.control_dt)
         return nxt, self.reward(data, action, nxt), self.terminated(nxt)

@@ -181,7 +181,7 @@ def rollout(
         data = estimator.state(carry0)
         obs = observe(data)
         a = zero_nonfinite_cotangents(policy(params, obs, t, k_act), probe)
-        carry, stats = estimator.step(sim, carry0, jax.vmap(env.action_to_ctrl)(a), k_step)
+        carry, stats = estimator.step(sim, carry0, jax.vmap(env.action_to_ctrl)(a, data), k_step)
         nxt = estimator.state(carry)
         if reward_params is None:
             r, r_in = jax.vmap(env.reward)(data, a, nxt), None

@@ -4,9 +4,10 @@ LowCmd / LowState interface (:mod:`bcg.transfer.lowlevel`).
 Each control period:
 
     state, base = transport.read()              # LowState (+ base state, when known)
-    obs = observation(state, base, t)           # per-env mapping (see StateObservation)
+    d = observation.state(state, base, t)       # training-model state (StateObservation)
+    obs = observation.bridge.observe(d)         # the env's observation of that state
     action = policy(obs)                        # ONNX (onnxruntime) or JAX, deterministic
-    ctrl = ctrl_fn(action)                      # the env's action -> MuJoCo ctrl
+    ctrl = ctrl_fn(action, d)                   # the env's action in state d -> MuJoCo ctrl
     transport.write(motor_map.command(ctrl))    # LowCmd: PD targets / gains / feed-forward
     transport.wait()                            # one control period
 
@@ -315,10 +316,12 @@ class StateObservation:
 @dataclasses.dataclass
 class DeployRunner:
     """The 50 Hz loop (module docstring). ``policy(obs (n,)) -> action (A,)`` (numpy);
-    ``ctrl_fn(action) -> ctrl`` (default in :func:`make_runner`: the env's action_to_ctrl)."""
+    ``observation``: the robot state -> training-model state and observation
+    (:class:`StateObservation`); ``ctrl_fn(action, d) -> ctrl`` with ``d`` that state's
+    ``MjData`` (default in :func:`make_runner`: the env's action_to_ctrl)."""
 
     policy: Callable
-    observation: Callable
+    observation: StateObservation
     motor_map: MotorMap
     ctrl_fn: Callable
     transport: Transport
@@ -330,9 +333,10 @@ class DeployRunner:
         for k in range(int(steps)):
             t = self.t0 + k * dt
             st, base = self.transport.read()
-            obs = np.asarray(self.observation(st, base, t), np.float32)
+            d = self.observation.state(st, base, t)
+            obs = np.asarray(self.observation.bridge.observe(d), np.float32)
             action = np.asarray(self.policy(obs)).reshape(-1)
-            cmd = self.motor_map.command(self.ctrl_fn(action))
+            cmd = self.motor_map.command(self.ctrl_fn(action, d))
             self.transport.write(cmd)
             self.transport.wait()
             if log:
@@ -361,18 +365,16 @@ def make_runner(env, policy: Callable, transport: Transport, motor_joints=None, 
     ``env.motor_joint_names`` if the env has it, else the actuators' joints). ``m``: the model
     whose joints the observation is rebuilt in (default the training model).
     """
-    import jax
 
     m = m if m is not None else env.sim.mj_model
     if motor_joints is None:
         motor_joints = getattr(env, "motor_joint_names", None)
     mm = MotorMap.from_model(env.sim.mj_model, motor_joints)
     obs = StateObservation(env, m, mm)
-    to_ctrl = jax.jit(env.action_to_ctrl)
     return DeployRunner(
         policy=policy,
         observation=obs,
         motor_map=mm,
-        ctrl_fn=lambda a: np.asarray(to_ctrl(np.asarray(a, np.float32)), np.float64),
+        ctrl_fn=lambda a, d: obs.bridge.ctrl(np.asarray(a, np.float32), d),
         transport=transport,
     )

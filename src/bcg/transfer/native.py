@@ -244,8 +244,10 @@ class NativeBridge:
     def fell(self, dx) -> bool:
         return bool(self._fall(dx))
 
-    def ctrl(self, action) -> np.ndarray:
-        return np.asarray(self._ctrl(jnp.asarray(action)), np.float64)
+    def ctrl(self, action, d: mujoco.MjData) -> np.ndarray:
+        """MuJoCo ``ctrl`` of ``action`` taken in the native state ``d`` (the env's
+        ``action_to_ctrl``)."""
+        return np.asarray(self._ctrl(jnp.asarray(action), self.to_mjx(d)), np.float64)
 
     def tracking_error(self, d: mujoco.MjData) -> float:
         s = self._scratch
@@ -428,7 +430,7 @@ def run_native(
             a = np.asarray(pol(obs[None]))[0]
             applied = a if (latency == 0 or a_prev is None) else a_prev
             a_prev = a
-            d.ctrl[:] = bridge.ctrl(applied)
+            d.ctrl[:] = bridge.ctrl(applied, d)
             if t in pushes:
                 lin, ang = pushes[t]
                 d.qvel[root[1] : root[1] + 3] += lin  # world linear velocity

@@ -148,6 +148,22 @@ def test_actions_reach_every_reference_posture(env):
     np.testing.assert_allclose(top, np.minimum(q0 + span, hi))
 
 
+def test_residual_actions_are_around_the_current_reference_frame():
+    env = g1_tracking("jump", actions="residual", residual_scale=0.2)
+    _, _, lo, hi = env._action_map
+    dt = env.sim.control_dt
+    for k in (0, 17, env.num_frames - 1):
+        d = env.initial_data(jax.random.PRNGKey(0)).replace(time=jnp.asarray(k * dt))
+        ref = np.clip(env.reference_qpos[k, 7:], lo, hi)
+        np.testing.assert_allclose(np.asarray(env.action_to_ctrl(jnp.zeros(29), d)), ref, atol=1e-6)
+        up = np.asarray(env.action_to_ctrl(jnp.ones(29) * 3.0, d))
+        np.testing.assert_allclose(up, np.clip(env.reference_qpos[k, 7:] + 0.2, lo, hi), atol=1e-6)
+    with pytest.raises(ValueError, match="need the state"):
+        env.action_to_ctrl(jnp.zeros(29))
+    with pytest.raises(ValueError, match="action mode"):
+        g1_tracking("jump", actions="torque")
+
+
 def test_csv_clip_env(tmp_path):
     from bcg.envs.g1 import clips
 

@@ -33,12 +33,15 @@ key points relative to the reference root
 
 (327 in all; joint positions and the phase are additions to METHOD.md's list.)
 
-Actions: ``a`` in (-1, 1)^29 (the learners' tanh policies) are joint-position targets
-``ctrl = clip(q_default + s * a, joint range)``, ``q_default`` the clip's first-frame joints and
-``s`` per joint the largest deviation of the clip from ``q_default`` plus ``action_margin``
-(0.3 rad), so that every reference posture and some margin is reachable and ``a = 0`` holds the
-starting crouch. (A residual on the reference target would need ``action_to_ctrl`` to see the
-state; the base interface gives it the action only.)
+Actions: ``a`` in (-1, 1)^29 (the learners' tanh policies) are joint-position targets.
+``actions="absolute"`` (default): ``ctrl = clip(q_default + s * a, joint range)``,
+``q_default`` the clip's first-frame joints and ``s`` per joint the largest deviation of the
+clip from ``q_default`` plus ``action_margin`` (0.3 rad), so that every reference posture and
+some margin is reachable and ``a = 0`` holds the starting crouch.
+``actions="residual"``: ``ctrl = clip(q*_k + residual_scale * a, joint range)`` with ``q*_k``
+the reference joints of the state's frame ``k`` (the PD target is a residual around the
+reference pose of the current frame, as in DeepMimic-style imitation: ``a = 0`` replays the
+clip through the servos).
 
 Reward (``reward="tracking"``, the default: BeyondMimic-style exponentials), on the next state
 against its reference frame:
@@ -89,6 +92,7 @@ with warnings.catch_warnings():
 
 HORIZON = 3  # reference frames ahead in the observation
 REWARDS = ("tracking", "add")
+ACTIONS = ("absolute", "residual")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -152,6 +156,8 @@ class G1Tracking(ContactEnv):
     sigma_lin_vel: float = 1.0
     sigma_ang_vel: float = 3.14
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
+    actions: str = "absolute"  # "absolute" | "residual" (module docstring)
+    residual_scale: float = 0.5  # rad, actions="residual"
     w_add: float = 1.0
     discriminator: g1add.Discriminator = dataclasses.field(default_factory=g1add.Discriminator)
 
@@ -162,6 +168,12 @@ class G1Tracking(ContactEnv):
             raise ValueError(
                 f"unknown G1 reward {self.reward_type!r}; choose from {', '.join(REWARDS)}"
             )
+        if self.actions not in ACTIONS:
+            raise ValueError(
+                f"unknown G1 action mode {self.actions!r}; choose from {', '.join(ACTIONS)}"
+            )
+        if not self.residual_scale > 0:
+            raise ValueError(f"residual_scale must be > 0, got {self.residual_scale!r}")
         fps = 1.0 / self.sim.control_dt
         if abs(self.clip.fps - fps) > 1e-6:
             raise ValueError(f"clip at {self.clip.fps} fps, the control rate is {fps} Hz")
@@ -230,10 +242,15 @@ class G1Tracking(ContactEnv):
         lo, hi = m.actuator_ctrlrange.T
         return q0, span, lo, hi
 
-    def action_to_ctrl(self, action):
+    def action_to_ctrl(self, action, data=None):
         q0, span, lo, hi = (jnp.asarray(x) for x in self._action_map)
         a = jnp.clip(action, -1.0, 1.0)
-        return jnp.clip(q0 + span * a, lo, hi)
+        if self.actions == "absolute":
+            return jnp.clip(q0 + span * a, lo, hi)
+        if data is None:
+            raise ValueError("residual actions need the state (action_to_ctrl(action, data))")
+        target = self._ref["qpos"][self.frame_of(data.time), 7:]
+        return jnp.clip(target + self.residual_scale * a, lo, hi)
 
     # ------------------------------------------------------------------ reset
 
