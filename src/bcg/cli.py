@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -161,10 +162,16 @@ def cmd_grad(args) -> int:
 
 
 def cmd_tasks(args) -> int:
-    from bcg.envs import tasks
+    from bcg.envs import POLICY_ENVS, tasks
 
+    print("gradient-report tasks (bcg grad --task NAME):")
     for name in tasks.list_tasks():
-        print(f"{name:16s} {tasks.get(name).description}")
+        print(f"  {name:16s} {tasks.get(name).description}")
+    print("training tasks (bcg train --task NAME, or --task package.module:factory):")
+    for name, factory in POLICY_ENVS.items():
+        doc = (factory.__doc__ or "").strip().splitlines()
+        line = re.sub(r"\s*\(:\w+:`[^`]*`\)", "", doc[0]) if doc else ""  # drop Sphinx refs
+        print(f"  {name:16s} {line}")
     return 0
 
 
@@ -221,11 +228,21 @@ def _run_description(args) -> dict:
         "float64": bool(args.float64),
         "config": config,
     }
+    from bcg.envs import env_factory, factory_path
+
+    path = factory_path(env_factory(args.task))
+    if path is not None:
+        run["task_factory"] = path  # rebuilds a registered task in a new process
     if params.get("env"):
         run["env_params"] = params["env"]
     if learner == "ppo":
         run["timesteps"] = _ppo_timesteps(args, args.num_envs, args.horizon)
     return run
+
+
+def _slug(text) -> str:
+    """``text`` as a file-name part (``pkg.mod:make_env`` -> ``pkg.mod-make_env``)."""
+    return "".join(c if c.isalnum() or c in "._-" else "-" for c in str(text))
 
 
 def _ppo_timesteps(args, num_envs: int, horizon: int | None) -> int:
@@ -256,10 +273,9 @@ def _train_ppo(args, run: dict, run_dir: Path) -> int:
 
 
 def cmd_train(args) -> int:
-    from bcg.envs import POLICY_ENVS
+    from bcg.envs import env_factory
 
-    if args.task not in POLICY_ENVS:
-        raise ValueError(f"unknown task {args.task!r}; choose from {', '.join(POLICY_ENVS)}")
+    env_factory(args.task)  # ValueError naming the choices
     if args.iterations < 1:
         raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
     if args.checkpoint_every < 1:
@@ -272,7 +288,8 @@ def cmd_train(args) -> int:
     registry.validate(run)
     est = run["estimator"] or "plain"
     run_dir = Path(
-        args.run_dir or f"runs/{args.task}_{args.learner}_{est}_{args.stiffness}_s{args.seed}"
+        args.run_dir
+        or f"runs/{_slug(args.task)}_{args.learner}_{est}_{_slug(args.stiffness)}_s{args.seed}"
     )
     if args.resume:
         if not (run_dir / "run.json").exists():
@@ -509,7 +526,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--quiet", action="store_true")
     g.set_defaults(func=cmd_grad)
 
-    t = sub.add_parser("tasks", parents=[common], help="list built-in tasks")
+    t = sub.add_parser(
+        "tasks", parents=[common], help="list the gradient-report and training tasks"
+    )
     t.set_defaults(func=cmd_tasks)
 
     tr = sub.add_parser(

@@ -5,23 +5,24 @@ from bcg.envs.base import ContactEnv
 from bcg.envs.g1.tracking import g1_hop, g1_jump, g1_squat_jump
 from bcg.envs.hopper_jump import HopperJump, hopper_jump
 from bcg.envs.pogo import PogoHop, pogo_hop
+from bcg.envs.registry import (
+    POLICY_ENVS,
+    env_factory,
+    factory_path,
+    import_factory,
+    make_env,
+    register_env,
+)
 from bcg.envs.tasks import TASKS, Task, get, list_tasks
 
-# policy environments (training tasks) by name: factory(stiffness=...) -> ContactEnv
-POLICY_ENVS = {
+for _name, _factory in {
     "hopper_jump": hopper_jump,
     "pogo_hop": pogo_hop,
     "g1_jump": g1_jump,
     "g1_squat_jump": g1_squat_jump,
     "g1_hop": g1_hop,
-}
-
-
-def make_env(name: str, **kw) -> ContactEnv:
-    """A training environment by name (``bcg train --task``); unknown name: ValueError."""
-    if name not in POLICY_ENVS:
-        raise ValueError(f"unknown task {name!r}; choose from {', '.join(sorted(POLICY_ENVS))}")
-    return POLICY_ENVS[name](**kw)
+}.items():
+    register_env(_name, _factory)
 
 
 __all__ = [
@@ -34,6 +35,10 @@ __all__ = [
     "get",
     "hopper_jump",
     "list_tasks",
+    "env_factory",
+    "factory_path",
+    "import_factory",
     "make_env",
+    "register_env",
     "pogo_hop",
 ]

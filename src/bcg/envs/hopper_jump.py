@@ -161,6 +161,6 @@ class HopperJump(ContactEnv):
 
 
 def hopper_jump(stiffness="stiff", **kw) -> HopperJump:
-    """The hopper-jump environment at a contact stiffness (see :func:`bcg.sim.load`)."""
+    """Planar one-legged hopper learning to jump (:mod:`bcg.envs.hopper_jump`)."""
     sim: Sim = get_task("hopper").load(stiffness=stiffness)
     return HopperJump(sim=sim, **kw)

@@ -92,6 +92,6 @@ class PogoHop(ContactEnv):
 
 
 def pogo_hop(stiffness="stiff", **kw) -> PogoHop:
-    """The pogo-hop environment at a contact stiffness (see :func:`bcg.sim.load`)."""
+    """Spring-leg pogo stick learning to hop (:mod:`bcg.envs.pogo`)."""
     sim: Sim = _load_sim(POGO_XML, stiffness=stiffness, name="pogo")
     return PogoHop(sim=sim, **kw)

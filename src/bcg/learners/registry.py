@@ -3,7 +3,11 @@ for every learner, PPO included).
 
 {"task": "hopper_jump", "stiffness": "stiff", "learner": "shac", "estimator": "bcg",
  "estimator_params": {...}, "iterations": 200, "num_envs": 16, "horizon": 32,
- "config": {...SHACConfig / BPTTConfig / PPO overrides...}, "env_params": {...}}
+ "config": {...SHACConfig / BPTTConfig / PPO overrides...}, "env_params": {...},
+ "task_factory": "package.module:factory"}
+
+``task``: a name or import path (:mod:`bcg.envs.registry`); ``task_factory`` (optional): the
+factory's import path, which rebuilds a task registered by name in another process.
 
 ``config`` keys are the learner's tunable settings (:func:`learner_settings`: the fields of
 ``SHACConfig`` / ``BPTTConfig``, or brax PPO's :data:`bcg.learners.ppo.PPO_DEFAULTS` and
@@ -20,7 +24,7 @@ import dataclasses
 import inspect
 
 from bcg import estimators as E
-from bcg.envs import POLICY_ENVS, make_env
+from bcg.envs import env_factory, make_env
 
 GRADIENT_LEARNERS = ("shac", "bptt")
 LEARNERS = (*GRADIENT_LEARNERS, "ppo")
@@ -90,9 +94,12 @@ def check_config(learner: str, config: dict) -> None:
 
 def check_env_params(task: str, params: dict) -> None:
     """ValueError naming env parameters that ``task``'s factory does not take."""
-    factory = POLICY_ENVS.get(task)
-    if factory is None or not params:
+    if not params:
         return
+    try:
+        factory = env_factory(task)
+    except ValueError:
+        return  # rebuilt from run.json's task_factory: the factory reports unknown ones
     sig = inspect.signature(factory)
     if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         return  # forwarded further: the factory itself reports unknown ones
@@ -141,7 +148,12 @@ def make_run_env(run: dict):
     unknown env parameter or a learned reward (ADD) that ``run``'s learner cannot train."""
     params = dict(run.get("env_params") or {})
     try:
-        env = make_env(run["task"], stiffness=run.get("stiffness", "stiff"), **params)
+        env = make_env(
+            run["task"],
+            task_factory=run.get("task_factory"),
+            stiffness=run.get("stiffness", "stiff"),
+            **params,
+        )
     except TypeError as e:
         raise ValueError(f"task {run['task']!r} does not take env parameters {params}: {e}") from e
     if getattr(env, "reward_model", None) is not None and run["learner"] not in LEARNED_REWARD:

@@ -539,12 +539,15 @@ def g1_tracking(
 
 
 def g1_jump(stiffness="stiff", **kw) -> G1Tracking:
+    """Unitree G1 tracking the built-in countermovement vertical jump clip (:func:`g1_tracking`)."""
     return g1_tracking("jump", stiffness, **kw)
 
 
 def g1_squat_jump(stiffness="stiff", **kw) -> G1Tracking:
+    """Unitree G1 tracking the built-in squat jump from a held squat clip (:func:`g1_tracking`)."""
     return g1_tracking("squat_jump", stiffness, **kw)
 
 
 def g1_hop(stiffness="stiff", **kw) -> G1Tracking:
+    """Unitree G1 tracking the built-in hop clip (:func:`g1_tracking`)."""
     return g1_tracking("hop", stiffness, **kw)

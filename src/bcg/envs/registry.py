@@ -1,0 +1,98 @@
+"""Training tasks by name (``bcg train --task``), MuJoCo Playground style.
+
+A task is a factory ``factory(stiffness=..., **params) -> ContactEnv``. Three ways to name one:
+
+* a built-in name (``hopper_jump``, ``pogo_hop``, ``g1_jump``, ...);
+* a name registered from Python with :func:`register_env`;
+* an import path ``"package.module:attribute"`` of any importable factory (the module on
+  ``PYTHONPATH``), e.g. ``bcg train --task my_robot.envs:make_env --param env.target=1.5``.
+
+``bcg train`` records :func:`factory_path` of the factory in ``run.json`` (``task_factory``), so
+that ``bcg eval`` / ``transfer`` / ``export`` rebuild a registered or imported task in a new
+process without the registering code having run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from bcg.envs.base import ContactEnv
+
+# name -> factory(stiffness=..., **params) -> ContactEnv; built-ins are added by bcg.envs
+POLICY_ENVS: dict[str, Callable[..., ContactEnv]] = {}
+
+
+def register_env(name: str, factory: Callable[..., ContactEnv], *, overwrite: bool = False):
+    """Make ``factory`` available as ``--task name``. ``factory(stiffness=..., **params)``
+    returns a :class:`ContactEnv`; ``stiffness`` is the ``--stiffness`` value (``"soft"``,
+    ``"stiff"``, ...), ``params`` the ``--param env.KEY=VALUE`` pairs. Returns ``factory``."""
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"task name must be a non-empty string without ':', got {name!r}")
+    if not callable(factory):
+        raise TypeError(f"register_env({name!r}, ...): the factory {factory!r} is not callable")
+    if name in POLICY_ENVS and not overwrite and POLICY_ENVS[name] is not factory:
+        raise ValueError(f"task {name!r} is already registered (pass overwrite=True to replace)")
+    POLICY_ENVS[name] = factory
+    return factory
+
+
+def import_factory(path: str) -> Callable[..., ContactEnv]:
+    """The object at ``"package.module:attribute"`` (attribute may be dotted)."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"task import path must be 'package.module:factory', got {path!r}")
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(
+            f"cannot import module {module_name!r} of task {path!r} ({e}); is it on PYTHONPATH?"
+        ) from e
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {module_name!r} has no attribute {attr!r} (task {path!r})")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise ValueError(f"task {path!r} is not callable")
+    return obj
+
+
+def env_factory(task: str) -> Callable[..., ContactEnv]:
+    """The factory of a task name or import path; ValueError naming the choices if unknown."""
+    if task in POLICY_ENVS:
+        return POLICY_ENVS[task]
+    if ":" in task:
+        return import_factory(task)
+    raise ValueError(
+        f"unknown task {task!r}; choose from {', '.join(sorted(POLICY_ENVS))}, a name given to "
+        "bcg.envs.register_env, or an import path 'package.module:factory'"
+    )
+
+
+def factory_path(factory: Callable) -> str | None:
+    """``"module:qualname"`` that :func:`import_factory` resolves back to ``factory``, or None
+    (a lambda, a local function, an object defined in ``__main__``)."""
+    module = getattr(factory, "__module__", None)
+    name = getattr(factory, "__qualname__", None)
+    if not module or not name or module == "__main__" or "<" in name:
+        return None
+    try:
+        found = import_factory(f"{module}:{name}")
+    except ValueError:
+        return None
+    return f"{module}:{name}" if found is factory else None
+
+
+def make_env(task: str, task_factory: str | None = None, **params) -> ContactEnv:
+    """The env of ``task`` (name or import path) built with ``params``. ``task_factory``: an import
+    path used when ``task`` is not known in this process (``run.json``'s ``task_factory``)."""
+    if task not in POLICY_ENVS and ":" not in task and task_factory:
+        make = import_factory(task_factory)
+    else:
+        make = env_factory(task)
+    env = make(**params)
+    if not isinstance(env, ContactEnv):
+        raise TypeError(
+            f"task {task!r}: the factory returned {type(env).__name__}, not a bcg.envs.ContactEnv"
+        )
+    return env
