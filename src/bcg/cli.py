@@ -79,7 +79,7 @@ def _estimator_params(args, capacity_for=("bcg", "bcg-stein")) -> dict:
         if "=" not in kv or "." not in kv.split("=")[0]:
             raise ValueError(f"--param expects NAMESPACE.NAME=VALUE, got {kv!r}")
         k, v = kv.split("=", 1)
-        name, par = k.split(".", 1)
+        name, par = k.rsplit(".", 1)  # a namespace may be an import path: pkg.mod:factory
         try:
             val = json.loads(v)
         except json.JSONDecodeError:
@@ -107,10 +107,10 @@ def cmd_grad(args) -> int:
     if not names:
         raise ValueError("--estimators is empty")
     params = _estimator_params(args)
-    bad = sorted(set(params) - set(E.NAMES))
+    bad = sorted(set(params) - set(E.names()) - set(names))
     if bad:
         raise ValueError(
-            f"--param names unknown estimator(s) {bad}; choose from {', '.join(E.NAMES)}"
+            f"--param names unknown estimator(s) {bad}; choose from {', '.join(E.names())}"
         )
     ests = {n: E.make(n, **params.get(n, {})) for n in names}
     stiffs = [_parse_stiffness(s) for s in (args.sweep.split(",") if args.sweep else [])]
@@ -228,11 +228,16 @@ def _run_description(args) -> dict:
         "float64": bool(args.float64),
         "config": config,
     }
+    from bcg import estimators as E
     from bcg.envs import env_factory, factory_path
 
     path = factory_path(env_factory(args.task))
     if path is not None:
         run["task_factory"] = path  # rebuilds a registered task in a new process
+    if estimator is not None and estimator not in E.BUILTIN and ":" not in estimator:
+        est_path = factory_path(E.registry.estimator_factory(estimator))
+        if est_path is not None:
+            run["estimator_factory"] = est_path
     if params.get("env"):
         run["env_params"] = params["env"]
     if learner == "ppo":
@@ -457,7 +462,7 @@ def cmd_deploy(args) -> int:
         import jax
 
         d = native.data_from_mjx(m, env.initial_data(jax.random.PRNGKey(args.seed)))
-        mm = deploy.MotorMap.from_model(env.sim.mj_model, getattr(env, "motor_joint_names", None))
+        mm = deploy.MotorMap.from_model(env.sim.mj_model, env.motor_joint_names)
         transport = deploy.MujocoTransport(m, mm, substeps=env.sim.substeps, data=d)
         where = "native MuJoCo standing in for the robot"
     runner = deploy.make_runner(env, policy, transport)
@@ -504,7 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--estimators",
         default="analytic,bcg,bcg-stein,zeroth-order",
-        help="comma list of: analytic, bcg, bcg-stein, global-bundle, zeroth-order, alpha-order",
+        help="comma list of: analytic, bcg, bcg-stein, global-bundle, zeroth-order, alpha-order,"
+        " or an import path package.module:factory of your own (bcg.estimators.registry)",
     )
     g.add_argument(
         "--param",
@@ -534,11 +540,17 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser(
         "train", parents=[common], help="train a policy (SHAC / BPTT through an estimator, PPO)"
     )
-    tr.add_argument("--task", default="hopper_jump", help="training task (default hopper_jump)")
+    tr.add_argument(
+        "--task",
+        default="hopper_jump",
+        help="training task (`bcg tasks`; default hopper_jump) or an import path "
+        "package.module:factory returning a ContactEnv",
+    )
     tr.add_argument("--learner", default="shac", help="shac | bptt | ppo")
     tr.add_argument(
         "--estimator",
-        help="analytic | bcg | bcg-stein | global-bundle (default bcg; ppo: none, plain step)",
+        help="analytic | bcg | bcg-stein | global-bundle | package.module:factory (default bcg;"
+        " ppo: none, plain step)",
     )
     tr.add_argument(
         "--param",

@@ -5,11 +5,13 @@ registered it (run.json's ``task_factory``)."""
 
 import json
 import textwrap
+from pathlib import Path
 
 import jax
 import pytest
 
 from bcg import cli
+from bcg import estimators as E
 from bcg.envs import POLICY_ENVS, env_factory, factory_path, make_env, register_env
 
 USER_MODULE = textwrap.dedent(
@@ -116,3 +118,51 @@ def test_factory_must_return_a_contact_env(user_dir):
         assert factory_path(POLICY_ENVS["not_an_env"]) is None  # a lambda has no import path
     finally:
         del POLICY_ENVS["not_an_env"]
+
+
+@pytest.fixture
+def user_estimator(monkeypatch):
+    """tests/estimators/user_estimator.py (ClippedStep) importable, as a user's module is."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "estimators"))
+    import user_estimator
+
+    E.register_estimator("clipped", user_estimator.make_clipped)
+    yield user_estimator
+    E.unregister_estimator("clipped")
+
+
+def test_user_estimator_runs_in_grad_and_train(user_dir, user_estimator, capsys):
+    """A registered estimator (by name) in ``bcg grad``, an import path in ``bcg train`` (a new
+    process knows no registered name), both with a parameter."""
+    argv = ["grad", "--task", "falling_mass", "--stiffness", "soft", "--estimators"]
+    argv += ["analytic,clipped", "--param", "clipped.max_norm=5", "--batch", "4"]
+    argv += ["--horizon", "8", "--json", "--out", "grad", "--quiet", "--sweep", ""]
+    assert cli.main(argv) == 0
+    res = json.loads(capsys.readouterr().out)
+    a, c = res["estimators"]["analytic"], res["estimators"]["clipped"]
+    # falling mass (soft contact): every state cotangent stays below the clip, the same gradient
+    assert c["summed_variance"] == pytest.approx(a["summed_variance"], rel=1e-9)
+
+    argv = ["train", "--task", "userbot:make_env", "--estimator", "user_estimator:make_clipped"]
+    argv += ["--param", "user_estimator:make_clipped.max_norm=3", *TINY, "--iterations", "2"]
+    argv += ["--run-dir", "run2", "--eval-episodes", "0", "--quiet"]
+    assert cli.main(argv) == 0
+    run = json.loads((user_dir / "run2" / "run.json").read_text())
+    assert run["estimator"] == "user_estimator:make_clipped"
+    assert run["estimator_params"] == {"max_norm": 3}
+    assert len((user_dir / "run2" / "metrics.csv").read_text().splitlines()) == 3
+
+
+def test_estimator_registry_errors(user_estimator):
+    with pytest.raises(ValueError, match="already registered"):
+        E.register_estimator("clipped", lambda: None)
+    with pytest.raises(ValueError, match="no parameter"):
+        E.make("clipped", max_nrom=1.0)
+    E.register_estimator("not-an-estimator", lambda: object())
+    try:
+        with pytest.raises(TypeError, match="neither"):
+            E.make("not-an-estimator")
+    finally:
+        E.unregister_estimator("not-an-estimator")
+    with pytest.raises(ValueError, match="built-in"):
+        E.unregister_estimator("bcg")

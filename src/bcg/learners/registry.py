@@ -4,10 +4,11 @@ for every learner, PPO included).
 {"task": "hopper_jump", "stiffness": "stiff", "learner": "shac", "estimator": "bcg",
  "estimator_params": {...}, "iterations": 200, "num_envs": 16, "horizon": 32,
  "config": {...SHACConfig / BPTTConfig / PPO overrides...}, "env_params": {...},
- "task_factory": "package.module:factory"}
+ "task_factory": "package.module:factory", "estimator_factory": "package.module:factory"}
 
 ``task``: a name or import path (:mod:`bcg.envs.registry`); ``task_factory`` (optional): the
-factory's import path, which rebuilds a task registered by name in another process.
+factory's import path, which rebuilds a task registered by name in another process;
+``estimator_factory`` the same for an estimator registered by name.
 
 ``config`` keys are the learner's tunable settings (:func:`learner_settings`: the fields of
 ``SHACConfig`` / ``BPTTConfig``, or brax PPO's :data:`bcg.learners.ppo.PPO_DEFAULTS` and
@@ -123,15 +124,14 @@ def validate(run: dict) -> None:
                 "--learner ppo trains on the plain step: it takes no --estimator, estimator "
                 "--param or --capacity"
             )
-    elif run["estimator"] not in E.NAMES:
-        raise ValueError(
-            f"unknown estimator {run['estimator']!r}; choose from {', '.join(STEP_ESTIMATORS)}"
-        )
-    if run["learner"] in GRADIENT_LEARNERS and run["estimator"] not in STEP_ESTIMATORS:
-        raise ValueError(
-            f"estimator {run['estimator']!r} cannot be used by {run['learner']}: choose a "
-            f"step-level estimator ({', '.join(STEP_ESTIMATORS)})"
-        )
+    elif run["learner"] in GRADIENT_LEARNERS:
+        est = make_run_estimator(run)  # unknown name or parameter: ValueError
+        if not E.is_step_level(est):
+            step = [n for n in E.names() if n in STEP_ESTIMATORS or n not in E.BUILTIN]
+            raise ValueError(
+                f"estimator {run['estimator']!r} cannot be used by {run['learner']}: choose a "
+                f"step-level estimator ({', '.join(step)})"
+            )
     for k in ("iterations", "num_envs"):
         if int(run[k]) < 1:
             raise ValueError(f"{k} must be >= 1, got {run[k]}")
@@ -139,8 +139,15 @@ def validate(run: dict) -> None:
         raise ValueError(f"horizon must be >= 1, got {run['horizon']}")
     check_config(run["learner"], dict(run.get("config") or {}))
     check_env_params(run["task"], dict(run.get("env_params") or {}))
-    if run["learner"] != "ppo":
-        E.make(run["estimator"], **run.get("estimator_params", {}))  # unknown / bad parameters
+
+
+def make_run_estimator(run: dict):
+    """The step estimator of ``run``: its name or import path, else (a name registered in
+    another process) run.json's ``estimator_factory`` import path."""
+    name = run["estimator"]
+    if name not in E.names() and ":" not in name and run.get("estimator_factory"):
+        name = run["estimator_factory"]
+    return E.make(name, **run.get("estimator_params", {}))
 
 
 def make_run_env(run: dict):
@@ -156,7 +163,7 @@ def make_run_env(run: dict):
         )
     except TypeError as e:
         raise ValueError(f"task {run['task']!r} does not take env parameters {params}: {e}") from e
-    if getattr(env, "reward_model", None) is not None and run["learner"] not in LEARNED_REWARD:
+    if env.reward_model is not None and run["learner"] not in LEARNED_REWARD:
         raise ValueError(
             f"{run['task']} with env parameters {params} has a learned reward (ADD "
             f"discriminator) that {run['learner']} cannot train: use --learner "
@@ -176,7 +183,7 @@ def build(run: dict):
 
     validate(run)
     env = make_run_env(run)
-    est = E.make(run["estimator"], **run.get("estimator_params", {}))
+    est = make_run_estimator(run)
     if run["learner"] not in GRADIENT_LEARNERS:
         raise ValueError(f"registry.build makes gradient learners, not {run['learner']!r}")
     cls, cfg_cls = {"shac": (SHAC, SHACConfig), "bptt": (BPTT, BPTTConfig)}[run["learner"]]
@@ -185,5 +192,14 @@ def build(run: dict):
     over["num_envs"] = int(run["num_envs"])
     if run.get("horizon") is not None:
         over["horizon"] = int(run["horizon"])
-    learner = cls(env, est, cfg_cls(**over), iterations=int(run["iterations"]))
-    return getattr(env, "evaluation_env", env), learner
+    if cls is SHAC:
+        learner = cls(
+            env,
+            est,
+            cfg_cls(**over),
+            iterations=int(run["iterations"]),
+            reward_model=env.reward_model,
+        )
+    else:
+        learner = cls(env, est, cfg_cls(**over), iterations=int(run["iterations"]))
+    return env.evaluation_env, learner

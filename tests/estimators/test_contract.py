@@ -1,0 +1,100 @@
+"""The step-estimator contract, diffrax style: *every* registered step-level estimator, on
+problems where its gradient must equal the true one (free flight, soft contact), against an
+independent reference (central finite differences of native MuJoCo, :mod:`bcg.diagnostics.
+reference`) and against the analytic gradient. A new estimator is tested by registering it
+(:func:`bcg.estimators.register_estimator`) or by adding its import path to ``EXTRA``.
+
+Each problem is 4 initial states of a free-floating two-link body with a motor, 6 control
+steps; the gradient is w.r.t. the root's initial velocity (6) and the controls (6): the
+report's objective (:mod:`bcg.diagnostics.objective`). The contact solver runs 4 iterations:
+with MJX's single iteration (``load``'s default) a body resting on soft contact is far from
+converged and its own gradient was 3e4 times native MuJoCo's FD gradient (measured; see
+docs/troubleshooting.md), so no estimator could agree there.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+from bcg import estimators as E
+from bcg.diagnostics.reference import reference_gradient
+from bcg.diagnostics.report import cosine, gradient_function, make_problem
+from bcg.sim import load
+
+EXTRA = ["user_estimator:make_clipped"]  # import paths of estimators outside the library
+# parameters for the contract where the defaults smooth on purpose: a smoothing estimator
+# agrees with the true gradient of a smooth problem in the limit of small smoothing
+PARAMS = {"global-bundle": {"sigma": 1e-5}}
+
+# A free-floating ball with a hinged arm and a motor. Free flight: 1 m above the floor. Soft
+# contact: dropped from 7 cm at 1 m/s onto MuJoCo's default contact (20 ms time constant).
+# One model for both, so that each estimator compiles once (the second problem hits the cache).
+ROBOT = """
+<mujoco>
+  <option timestep="0.005"/>
+  <worldbody>
+    <geom type="plane" size="5 5 .1"/>
+    <body name="torso">
+      <freejoint/>
+      <geom type="sphere" size=".05" mass="2"/>
+      <body pos=".05 0 0">
+        <joint name="arm" type="hinge" axis="0 1 0" damping=".1"/>
+        <geom type="capsule" fromto="0 0 0 .2 0 0" size=".02" mass=".3" contype="0"
+              conaffinity="0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="arm" gear="2" ctrlrange="-1 1"/></actuator>
+</mujoco>
+"""
+PROBLEMS = {"free-flight": (1.0, 0.0), "soft-contact": (0.07, -1.0)}  # initial height, vz
+HORIZON = 6
+
+
+def step_estimators() -> list[str]:
+    return [n for n in (*E.names(), *EXTRA) if E.is_step_level(E.make(n))]
+
+
+@pytest.fixture(scope="module")
+def sim():
+    return load(ROBOT, stiffness="soft", substeps=2, solver_iterations=4)
+
+
+@pytest.fixture(scope="module", params=list(PROBLEMS))
+def problem(request, sim):
+    """(label, problem, native FD reference, analytic mean gradient)."""
+    z, vz = PROBLEMS[request.param]
+    qpos = np.array(sim.mj_model.qpos0)
+    qpos[2] = z
+    qvel = np.zeros(sim.nv)
+    qvel[2] = vz
+    ctrl = 0.5 * np.sin(np.arange(HORIZON) / 2.0)[:, None]
+    p = make_problem(
+        sim, batch=4, horizon=HORIZON, seed=1, qpos_noise=0.0, ctrl=ctrl, qpos=qpos, qvel=qvel
+    )
+    ref = reference_gradient(sim, p.spec, p.qpos0, p.qvel0, p.ctrl, h_vel=1e-4, h_ctrl=1e-4)
+    ref = np.concatenate([ref["grad_vel"], np.ravel(ref["grad_ctrl"])])
+    return request.param, p, ref, _mean_gradient(p, E.make("analytic"))
+
+
+def _mean_gradient(p, est):
+    g = gradient_function(p, est)
+    G, _, _ = g(p.sim.mjx_model, p.qpos0, p.qvel0, p.ctrl, jax.random.PRNGKey(0))
+    return np.asarray(G).mean(0)
+
+
+def test_the_contract_names_every_builtin_step_estimator():
+    names = step_estimators()
+    assert {"analytic", "bcg", "bcg-stein", "global-bundle"} <= set(names)
+    assert "zeroth-order" not in names and "user_estimator:make_clipped" in names
+
+
+@pytest.mark.parametrize("name", step_estimators())
+def test_step_estimator_matches_finite_differences(problem, name):
+    label, p, ref, ga = problem
+    g = ga if name == "analytic" else _mean_gradient(p, E.make(name, **PARAMS.get(name, {})))
+    assert np.all(np.isfinite(g))
+    assert np.linalg.norm(ref) > 0.05  # a gradient worth comparing
+    assert cosine(g, ref) > 0.999, (label, name, g, ref)
+    np.testing.assert_allclose(g, ref, rtol=0, atol=0.01 * np.linalg.norm(ref))
+    np.testing.assert_allclose(g, ga, rtol=0, atol=0.01 * np.linalg.norm(ga))
