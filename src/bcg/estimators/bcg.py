@@ -35,7 +35,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from bcg.estimators import aggregation, offsets, slots, trigger
 from bcg.estimators.stats import StepStats
@@ -46,6 +45,7 @@ from bcg.estimators.trigger import (  # noqa: F401  (re-exported: the historical
     resolve_stiff_timeconst,
     resolve_tau,
 )
+from bcg.sim import mjx_compat
 from bcg.sim.model import Sim
 from bcg.sim.step import control_step, integrate_qpos
 
@@ -215,7 +215,7 @@ class BCG:
     def _noise_dim(self, sim: Sim, data) -> int:
         if self.perturb == "limb":
             return 3 * int(trigger.group_bodies(sim.mj_model).size)
-        return 3 * int(np.asarray(data._impl.contact.efc_address).shape[-1])
+        return 3 * int(mjx_compat.num_contact_slots(data))
 
     def init(self, sim: Sim, data) -> BundleCarry:
         """Carry for a batch of environments (leading axis of ``data``)."""

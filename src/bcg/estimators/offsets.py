@@ -33,6 +33,7 @@ import numpy as np
 
 from bcg.estimators.contact_groups import limb_paths
 from bcg.estimators.trigger import group_bodies, group_membership
+from bcg.sim import mjx_compat
 from bcg.sim.contact import contact_jacobians
 from bcg.sim.model import Sim
 
@@ -93,18 +94,18 @@ def limb_columns(mj_model) -> np.ndarray:
 def group_jacobians(sim: Sim, data) -> jax.Array:
     """(G, 3, nv) translational Jacobians of the group centres on the group bodies, restricted
     to :func:`limb_columns`."""
-    from mujoco.mjx._src import support
-
     m = sim.mjx_model
     bodies = group_bodies(sim.mj_model)
     if bodies.size == 0:
         return jnp.zeros((0, 3, m.nv), data.qpos.dtype)
     member = group_membership(sim, data)  # (G, ncon)
     count = jnp.sum(member, axis=1, keepdims=True)
-    pos = data._impl.contact.pos
+    pos = mjx_compat.contacts(data).pos
     # a group without contact slots (it never touches anything) is centred on its body
     centre = jnp.where(count > 0, member @ pos / jnp.maximum(count, 1.0), data.xpos[bodies])
-    jac = jax.vmap(lambda p, b: support.jac(m, data, p, b)[0].T)(centre, jnp.asarray(bodies))
+    jac = jax.vmap(lambda p, b: mjx_compat.point_jacobian(m, data, p, b).T)(
+        centre, jnp.asarray(bodies)
+    )
     return jac * jnp.asarray(limb_columns(sim.mj_model), jac.dtype)[:, None, :]
 
 

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from bcg.sim import mjx_compat
 from bcg.sim.model import Sim
 
 TAU_AUTO_WEIGHT_FACTOR = 1.2  # auto tau = 1.2 x total weight (paper: 400 N on a 33 kg G1)
@@ -57,7 +58,7 @@ def resolve_stiff_timeconst(value: float | str | None, sim: Sim) -> float:
 def contact_timeconst(data) -> jax.Array:
     """Per contact slot, the solref time constant in seconds (last axis ``ncon``). A direct
     ``solref = (-k, -b)`` gives the undamped equivalent ``1 / sqrt(k)``."""
-    ref = data._impl.contact.solref[..., 0]
+    ref = mjx_compat.contacts(data).solref[..., 0]
     return jnp.where(ref > 0, ref, 1.0 / jnp.sqrt(jnp.maximum(-ref, 1e-12)))
 
 
@@ -83,8 +84,8 @@ def group_membership(sim: Sim, data) -> jax.Array:
     """(G, ncon) 0/1 matrix: contact slot c belongs to group g when one of its two geoms is on
     body ``group_bodies[g]`` (a contact between two groups counts for both)."""
     bodies = group_bodies(sim.mj_model)
-    c = data._impl.contact
-    ncon = np.asarray(c.efc_address).shape[-1]
+    c = mjx_compat.contacts(data)
+    ncon = mjx_compat.num_contact_slots(data)
     if ncon == 0 or bodies.size == 0:
         return jnp.zeros((bodies.size, ncon), data.qpos.dtype)
     owner = jnp.asarray(sim.mj_model.geom_bodyid)[c.geom]  # (ncon, 2)

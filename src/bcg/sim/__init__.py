@@ -1,5 +1,6 @@
 """Differentiable stiff-contact simulation on MJX."""
 
+from bcg.sim import mjx_compat
 from bcg.sim.contact import (
     ContactStiffness,
     contact_jacobians,
@@ -17,6 +18,8 @@ from bcg.sim.step import (
     mean_data,
     normalize_quaternions,
 )
+
+mjx_compat.check_version()  # a warning if MJX is outside the range our accessors were tested on
 
 __all__ = [
     "ContactStiffness",

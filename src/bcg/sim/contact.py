@@ -34,6 +34,8 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from bcg.sim import mjx_compat
+
 SOFT_TIMECONST = 0.02
 GATE_WIDTH = 0.005
 
@@ -158,13 +160,13 @@ def contact_normal_forces(m, d) -> jax.Array:
     Pyramidal cones: f_n = sum of the 2 (condim - 1) pyramid edge forces (condim 1: the single
     row). Elliptic cones: the first row.
     """
-    c = d._impl.contact
+    c = mjx_compat.contacts(d)
     addr = np.asarray(c.efc_address)
     dims = np.asarray(c.dim)
     ncon = addr.shape[0]
     if ncon == 0:
         return jnp.zeros((0,))
-    efc = d._impl.efc_force
+    efc = mjx_compat.efc_force(d)
     pyramidal = int(m.opt.cone) == int(mujoco.mjtCone.mjCONE_PYRAMIDAL)
     forces = []
     for i in range(ncon):
@@ -185,17 +187,15 @@ def contact_jacobians(m, d) -> jax.Array:
     body at the contact point. It is nonzero only on the dofs of the kinematic chains in contact
     (zero for the world body).
     """
-    from mujoco.mjx._src import support
-
-    c = d._impl.contact
-    ncon = np.asarray(c.efc_address).shape[0]
+    c = mjx_compat.contacts(d)
+    ncon = mjx_compat.num_contact_slots(d)
     if ncon == 0:
         return jnp.zeros((0, 3, m.nv))
     body = jnp.asarray(m.geom_bodyid)[c.geom]  # (ncon, 2)
 
     def one(p, b):
-        j1, _ = support.jac(m, d, p, b[0])
-        j2, _ = support.jac(m, d, p, b[1])
+        j1 = mjx_compat.point_jacobian(m, d, p, b[0])
+        j2 = mjx_compat.point_jacobian(m, d, p, b[1])
         return (j2 - j1).T  # (3, nv)
 
     return jax.vmap(one)(c.pos, body)

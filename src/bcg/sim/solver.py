@@ -13,19 +13,13 @@ both sides of the no-op ``cond`` run), so keep ``iterations`` small: 1 to 8.
 
 from __future__ import annotations
 
-import contextlib
-import warnings
-
 import jax.numpy as jnp
 import mujoco
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from mujoco.mjx._src import solver as _mjx_solver
-    from mujoco.mjx._src.types import DisableBit, SolverType
+from bcg.sim.mjx_compat import EFC_FORCE_PATH, DisableBit, SolverType, solver_replaced
+from bcg.sim.mjx_compat import solver_internals as _mjx_solver
 
 MAX_SCAN_ITERATIONS = 8
-_ORIGINAL_SOLVE = _mjx_solver.solve
 
 
 def scan_solve(m, d):
@@ -69,16 +63,12 @@ def scan_solve(m, d):
         {
             "qfrc_constraint": ctx.qfrc_constraint,
             "qacc": ctx.qacc,
-            "_impl.efc_force": ctx.efc_force,
+            EFC_FORCE_PATH: ctx.efc_force,
         }
     )
 
 
-@contextlib.contextmanager
 def differentiable_solver():
-    """Within the block, MJX steps that are traced use :func:`scan_solve`."""
-    _mjx_solver.solve = scan_solve
-    try:
-        yield
-    finally:
-        _mjx_solver.solve = _ORIGINAL_SOLVE
+    """Context: within it, MJX steps traced in this thread use :func:`scan_solve` (a guarded
+    swap, :func:`bcg.sim.mjx_compat.solver_replaced`)."""
+    return solver_replaced(scan_solve)

@@ -11,8 +11,8 @@ import warnings
 import jax
 import jax.numpy as jnp
 import mujoco
-import numpy as np
 
+from bcg.sim import mjx_compat
 from bcg.sim.contact import contact_normal_forces
 from bcg.sim.model import Sim
 from bcg.sim.solver import differentiable_solver
@@ -20,8 +20,6 @@ from bcg.sim.solver import differentiable_solver
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from mujoco import mjx
-    from mujoco.mjx._src import forward as _mjx_forward
-    from mujoco.mjx._src import scan as _mjx_scan
 
 STATE_FIELDS = ("qpos", "qvel", "act", "qacc_warmstart")
 
@@ -53,7 +51,7 @@ def control_step(
         dd = mjx.step(m, dd)
         return dd, contact_normal_forces(m, dd)
 
-    ncon = np.asarray(d._impl.contact.efc_address).shape[0]
+    ncon = mjx_compat.num_contact_slots(d)
     with differentiable_solver():
         d, forces = jax.lax.scan(body, d, None, sim.substeps)
     forces = forces.reshape(sim.substeps, ncon).astype(d.qpos.dtype)
@@ -111,12 +109,7 @@ def mean_data(sim: Sim, batch: mjx.Data) -> mjx.Data:
 
 def integrate_qpos(sim: Sim, qpos: jax.Array, dq: jax.Array) -> jax.Array:
     """``qpos (+) dq``: MuJoCo's mj_integratePos with unit time (quaternions exponentiated)."""
-    m = sim.mjx_model
-
-    def fn(jnt_typ, q, v):
-        return _mjx_forward._integrate_pos(jnt_typ, q, v, 1.0)
-
-    return _mjx_scan.flat(m, fn, "jqv", "q", m.jnt_type, qpos, dq)
+    return mjx_compat.integrate_qpos(sim.mjx_model, qpos, dq)
 
 
 def quat_mul(u, v):
