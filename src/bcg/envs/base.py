@@ -21,6 +21,8 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import mujoco
+import numpy as np
 
 from bcg.sim.model import Sim
 from bcg.sim.step import control_step, make_data
@@ -72,6 +74,68 @@ class ContactEnv:
     def terminated(self, data) -> jax.Array:
         """True where the state is a failure (episode ends, no bootstrap)."""
         return jnp.zeros((), bool)
+
+    # ------------------------------------------------------------------ optional hooks
+    # Learners, evaluation and transfer call these; each default means "the env has none".
+
+    def eval_metrics(self, data) -> dict:
+        """Per-state quantities an evaluation reports (mean over alive steps and max), e.g.
+        ``{"hop_height": ...}``; default none."""
+        return {}
+
+    @property
+    def evaluation_env(self) -> ContactEnv:
+        """The env to evaluate a policy on without its learner (an env with a learned reward
+        returns its fixed-reward twin); default ``self``."""
+        return self
+
+    @property
+    def reward_model(self):
+        """The learned part of the reward (e.g. the G1's ADD discriminator), or None. A learner
+        that trains it gets it explicitly (``SHAC(..., reward_model=env.reward_model)``)."""
+        return None
+
+    def reward_model_input(self, data) -> jax.Array:
+        """The learned reward's input of a state (only with a :attr:`reward_model`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no learned reward")
+
+    def fell(self, data) -> jax.Array:
+        """Whether the state counts as a fall in transfer evaluations; default
+        :meth:`terminated`."""
+        return self.terminated(data)
+
+    def tracking_error(self, data) -> jax.Array | None:
+        """Tracking error of a state in metres (data with fresh kinematics), or None (Python
+        None, decided at trace time) for an env without a reference motion."""
+        return None
+
+    @property
+    def foot_geom_ids(self) -> np.ndarray | None:
+        """Geom ids of the feet (foot clearance and penetration in transfer), or None:
+        transfer then takes geoms named ``*foot*``, else every robot geom."""
+        return None
+
+    @property
+    def motor_joint_names(self) -> tuple[str, ...] | None:
+        """The robot's motor order (deploy), or None: the actuators' joints in model order."""
+        return None
+
+    def native_model(self) -> mujoco.MjModel | None:
+        """The native-MuJoCo model for transfer, or None: the training model with the task's
+        own MJCF contact (:func:`bcg.transfer.native.native_model`)."""
+        return None
+
+    def randomize(self, mj_model: mujoco.MjModel, rng: np.random.Generator):
+        """Domain randomisation of a native model for one transfer run: return a randomised
+        model, or change ``mj_model`` (a copy) in place and return None; default: unchanged."""
+        return None
+
+    def native_randomization(self, spec: str | None):
+        """The env's own transfer randomisation (an object with ``model(m, rng)``,
+        ``episode(rng, steps, control_dt) -> (latency, pushes)``, ``init_env`` and ``notes``;
+        ``spec`` selects items), or None: :meth:`randomize` plus generic latency and pushes
+        (:class:`bcg.transfer.native.Randomizer`)."""
+        return None
 
     # ------------------------------------------------------------------ helpers
 

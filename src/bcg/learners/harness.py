@@ -55,12 +55,11 @@ def evaluate(env: ContactEnv, policy, params, episodes: int, key, episode_length
     with the plain (analytic) step, each until its first termination or ``episode_length``.
 
     Returns mean / per-episode returns and lengths, plus the mean over alive steps and the max
-    of every entry of ``env.eval_metrics(data)`` if the environment defines it. An env with a
-    learned reward (ADD) is evaluated on its fixed reward (``env.evaluation_env``).
+    of every entry of ``env.eval_metrics(data)``. An env with a learned reward (ADD) is
+    evaluated on its fixed reward (``env.evaluation_env``).
     """
-    env = getattr(env, "evaluation_env", env)
+    env = env.evaluation_env
     T = int(episode_length or env.episode_length)
-    extra = getattr(env, "eval_metrics", None)
 
     @jax.jit
     def run(params, key):
@@ -72,7 +71,7 @@ def evaluate(env: ContactEnv, policy, params, episodes: int, key, episode_length
             nd, r, term = jax.vmap(env.plain_step)(d, a)
             ret = ret + jnp.where(alive, r, 0.0).astype(jnp.float32)
             n = n + alive.astype(jnp.int32)
-            m = jax.vmap(extra)(nd) if extra else {}
+            m = jax.vmap(env.eval_metrics)(nd)
             return (nd, alive & ~term, ret, n), (m, alive)
 
         z = jnp.zeros((episodes,), jnp.float32)

@@ -1,7 +1,8 @@
 """SHAC: short-horizon actor-critic through a differentiable simulator (Xu et al. 2022), with
 the gradient estimator of the physics step pluggable (``analytic``, ``bcg``, ...).
 
-Per iteration, on E environments that continue across iterations (METHOD.md hyper-parameters):
+Per iteration, on E environments that continue across iterations (the paper's settings,
+docs/method.md "Learner"):
 
 1. Roll h steps (default 32) with the stochastic actor a_t = tanh(mu(o_t) + sigma eps_t)
    through the estimator; rewards are scaled by the running std of the discounted return,
@@ -29,7 +30,7 @@ Per iteration, on E environments that continue across iterations (METHOD.md hype
 6. Running mean-std of observations (normalising every network input) and of the discounted
    return R_t = gamma R_{t-1} + r_t (reset at episode ends) are updated from the window.
 
-7. Learned reward (only when the env has a ``reward_model``, e.g. ``g1_jump(reward="add")``,
+7. Learned reward (only with ``reward_model=`` given, e.g. ``g1_jump(reward="add").reward_model``,
    :mod:`bcg.envs.g1.add`): its state (discriminator parameters phi and optimiser moments) is
    ``State.reward_state`` (checkpointed with the rest). The window's rewards use
    ``stop_gradient(phi)`` (gradients flow through the discriminator into the simulated state,
@@ -200,6 +201,7 @@ class SHAC(Learner):
         config: SHACConfig | None = None,
         *,
         iterations: int = 1000,
+        reward_model=None,
     ):
         self.env = env
         self.estimator = estimator
@@ -210,7 +212,8 @@ class SHAC(Learner):
         self.critic = nets.Critic(c.critic_hidden)
         self.actor_tx = make_optimizer(c.actor_clip, c.betas)
         self.critic_tx = make_optimizer(c.critic_clip, c.betas)
-        self.reward_model = getattr(env, "reward_model", None)
+        # a learned reward (e.g. the G1's ADD discriminator, env.reward_model), trained here
+        self.reward_model = reward_model
 
     @property
     def env_steps_per_iteration(self) -> int:

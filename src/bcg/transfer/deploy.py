@@ -368,7 +368,7 @@ def make_runner(env, policy: Callable, transport: Transport, motor_joints=None, 
 
     m = m if m is not None else env.sim.mj_model
     if motor_joints is None:
-        motor_joints = getattr(env, "motor_joint_names", None)
+        motor_joints = env.motor_joint_names
     mm = MotorMap.from_model(env.sim.mj_model, motor_joints)
     obs = StateObservation(env, m, mm)
     return DeployRunner(

@@ -7,7 +7,7 @@ differentiable solver. The transfer target is native MuJoCo with
   MuJoCo's default time constant 0.02 s when the MJCF sets none), or ``env.native_model()``;
 * the full constraint solver: ``opt.iterations`` / ``ls_iterations`` raised to MuJoCo's
   defaults (100 / 50) unless the MJCF asks for more;
-* domain randomisation per run (:class:`Randomizer`): the G1 env's own METHOD.md table
+* domain randomisation per run (:class:`Randomizer`): the G1 env's own table (docs/method.md)
   (:mod:`bcg.envs.g1.randomization`); for other envs ``env.randomize(mj_model, rng)`` when the
   env has it, plus the runtime part of the table that does not change the model: action
   latency of 0 or 1 control steps (per run) and pushes every U(1, 3) s (root velocity +=
@@ -48,13 +48,17 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from bcg.envs.base import ContactEnv
+from bcg.sim import mjx_compat
+from bcg.sim.step import make_data
+
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from mujoco import mjx
 
 MUJOCO_DEFAULT_ITERATIONS = 100
 MUJOCO_DEFAULT_LS_ITERATIONS = 50
-PUSH_LIN = (0.5, 0.5, 0.2)  # m/s, METHOD.md
+PUSH_LIN = (0.5, 0.5, 0.2)  # m/s, docs/method.md
 PUSH_ANG = (0.52, 0.52, 0.78)  # rad/s
 PUSH_INTERVAL = (1.0, 3.0)  # s
 
@@ -91,9 +95,9 @@ def native_model(env, task: str | None = None, cfg: TransferConfig | None = None
 
     cfg = cfg or TransferConfig()
     notes = []
-    hook = getattr(env, "native_model", None)
-    if callable(hook):
-        m = copy.copy(hook())
+    own = env.native_model()
+    if own is not None:
+        m = copy.copy(own)
         notes.append("model: env.native_model()")
     else:
         from bcg.envs import POLICY_ENVS, make_env
@@ -122,9 +126,8 @@ def native_model(env, task: str | None = None, cfg: TransferConfig | None = None
 
 
 def foot_geoms(env, m: mujoco.MjModel) -> tuple[np.ndarray, str]:
-    ids = getattr(env, "foot_geom_ids", None)
-    if ids is not None:
-        ids = np.asarray(ids() if callable(ids) else ids, int)
+    if env.foot_geom_ids is not None:
+        ids = np.asarray(env.foot_geom_ids, int)
         return ids, f"foot geoms: env.foot_geom_ids ({len(ids)})"
     names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, i) or "" for i in range(m.ngeom)]
     ids = np.array([i for i, n in enumerate(names) if "foot" in n.lower()], int)
@@ -143,47 +146,18 @@ def _free_root(m: mujoco.MjModel):
 
 
 def fall_criterion(env, m: mujoco.MjModel):
-    """``(fn(data) -> bool array, description)``."""
-    fh = getattr(env, "fall_height", None)
-    root = _free_root(m)
-    hook = getattr(env, "root_height", None)
-    if fh is not None and (callable(hook) or root is not None):
-        if callable(hook):
-            height, src = hook, "env.root_height"
-        else:
-            a = root[0]
-
-            def height(d):
-                return d.qpos[a + 2]
-
-            src = "free-joint z"
-        return (lambda d: height(d) < fh), f"fall: root height ({src}) < {fh:g} m"
-    mh = getattr(env, "min_height", None)
-    why = f"min_height {mh:g} m" if mh is not None else "the env declares no fall_height"
-    return env.terminated, f"fall: env.terminated() ({why})"
+    """``(fn(data) -> bool array, description)``: the env's :meth:`ContactEnv.fell`."""
+    if type(env).fell is ContactEnv.fell:
+        return env.fell, "fall: env.terminated() (the env declares no fell())"
+    return env.fell, "fall: env.fell()"
 
 
 def tracking_fn(env):
-    """``(fn(data_with_fresh_kinematics) -> metres, description)`` or ``(None, reason)``."""
-    hook = getattr(env, "tracking_error", None)
-    if callable(hook):
-        return hook, "tracking error: env.tracking_error"
-    errs = getattr(env, "tracking_errors", None)
-    if callable(errs):  # the G1 tracking env: mean per-body position error in metres
-        return (
-            lambda d: errs(d)["body_pos_error"],
-            "tracking error: env.tracking_errors()['body_pos_error'] (mean over tracked bodies)",
-        )
-    ref = getattr(env, "reference_body_positions", None)
-    ids = getattr(env, "tracked_body_ids", None)
-    if callable(ref) and ids is not None:
-        ids = np.asarray(ids() if callable(ids) else ids, int)
-
-        def err(d):
-            return jnp.mean(jnp.linalg.norm(d.xpos[ids] - ref(d), axis=-1))
-
-        return err, f"tracking error: mean over {len(ids)} tracked bodies"
-    return None, "tracking error: n/a (the env has no reference motion)"
+    """``(fn(data_with_fresh_kinematics) -> metres, description)`` or ``(None, reason)``: the
+    env's :meth:`ContactEnv.tracking_error` (None at trace time: no reference motion)."""
+    if jax.eval_shape(env.tracking_error, make_data(env.sim)) is None:
+        return None, "tracking error: n/a (the env has no reference motion)"
+    return env.tracking_error, "tracking error: env.tracking_error"
 
 
 # ----------------------------------------------------------------------------- native <-> MJX
@@ -208,9 +182,7 @@ class NativeBridge:
         self.env, self.m = env, m
         self.template = mjx.make_data(env.sim.mjx_model)
         self.fields = [
-            f.name
-            for f in dataclasses.fields(self.template)
-            if f.name != "_impl" and hasattr(mujoco.MjData, f.name)
+            name for name in mjx_compat.public_fields(self.template) if hasattr(mujoco.MjData, name)
         ]
         self._scratch = mujoco.MjData(m)
         fall, self.fall_note = fall_criterion(env, m)
@@ -287,7 +259,7 @@ def foot_contact_slots(sim, feet: np.ndarray) -> np.ndarray:
     """Indices of the MJX contact slots between a foot geom and a world geom (the geom pair of
     every slot is fixed by the model)."""
     d = jax.jit(mjx.forward)(sim.mjx_model, mjx.make_data(sim.mjx_model))  # fills contact.geom
-    geom = np.asarray(d._impl.contact.geom).reshape(-1, 2)
+    geom = np.asarray(mjx_compat.contacts(d).geom).reshape(-1, 2)
     if geom.shape[0] == 0:
         return np.zeros((0,), int)
     body = sim.mj_model.geom_bodyid[geom]
@@ -301,7 +273,7 @@ def foot_penetration_mjx(dx, slots: np.ndarray):
     contact ``slots`` of :func:`foot_contact_slots`."""
     if len(slots) == 0:
         return jnp.zeros(()), jnp.zeros((), bool)
-    dist = dx._impl.contact.dist[slots]
+    dist = mjx_compat.contacts(dx).dist[slots]
     return jnp.max(jnp.maximum(-dist, 0.0)), jnp.any(dist < 0)
 
 
@@ -321,37 +293,33 @@ def _steps(env, cfg: TransferConfig) -> int:
 class Randomizer:
     """Per-run domain randomisation of the native runs.
 
-    * the G1 tracking env (:mod:`bcg.envs.g1`): its METHOD.md table, ``bcg.envs.g1.
-      randomization.randomize`` for the model and ``sample_episode`` for latency and pushes,
-      items from ``spec`` (:meth:`Randomization.parse`, default ``"all"``), and the initial
-      states with the table's reset noise;
-    * any other env: ``env.randomize(mj_model, rng)`` if it has one (returns the randomised
-      model or randomises it in place), action latency 0 or 1 control steps and pushes every
-      U(1, 3) s on free-joint roots (METHOD.md's ranges).
+    * an env with its own table (:meth:`ContactEnv.native_randomization` not None, e.g. the G1
+      tracking env: :class:`bcg.envs.g1.randomization.NativeRandomization`, items from
+      ``cfg.randomization``) randomises the model, the episode (latency, pushes) and the
+      initial states itself;
+    * any other env: ``env.randomize(mj_model, rng)`` (default: the model unchanged), action
+      latency 0 or 1 control steps and pushes every U(1, 3) s on free-joint roots (the paper's
+      ranges).
     """
 
     def __init__(self, env, cfg: TransferConfig, m: mujoco.MjModel):
         self.env, self.cfg, self.root = env, cfg, _free_root(m)
         self.init_env = env
-        self.g1 = None
+        self.own = None
         if not cfg.randomize:
             self.notes = ["no randomisation"]
             return
-        if type(env).__module__.startswith("bcg.envs.g1"):
-            from bcg.envs.g1 import randomization as g1r
-
-            self.g1 = (g1r, g1r.Randomization.parse(cfg.randomization or "all"))
-            rc = self.g1[1]
-            self.init_env = dataclasses.replace(env, randomization=rc)
+        self.own = env.native_randomization(cfg.randomization)
+        if self.own is not None:
+            self.init_env = self.own.init_env
             warm_cached_properties(self.init_env)
-            self.notes = [f"randomisation: G1 table, items {', '.join(rc.enabled) or 'none'}"]
+            self.notes = list(self.own.notes)
             return
-        hook = getattr(env, "randomize", None)
-        self.hook = hook if callable(hook) else None
+        has_model = type(env).randomize is not ContactEnv.randomize
         pushes = cfg.pushes and self.root is not None
         self.notes = [
             "model randomisation: "
-            + ("env.randomize" if self.hook else "none (the env has no randomize hook)"),
+            + ("env.randomize" if has_model else "none (the env declares no randomize())"),
             "runtime randomisation: "
             + ("latency 0/1 step" if cfg.latency else "no latency")
             + (
@@ -366,23 +334,18 @@ class Randomizer:
 
         if not self.cfg.randomize:
             return m
-        if self.g1 is not None:
-            g1r, rc = self.g1
-            return g1r.randomize(m, rng, rc)
-        if self.hook is None:
-            return m
+        if self.own is not None:
+            return self.own.model(m, rng)
         mm = copy.copy(m)
-        out = self.hook(mm, rng)
+        out = self.env.randomize(mm, rng)
         return out if isinstance(out, mujoco.MjModel) else mm
 
     def episode(self, rng, steps: int, control_dt: float) -> tuple[int, dict]:
         """(latency in control steps, {control step: (linear, angular) root kick})."""
         if not self.cfg.randomize:
             return 0, {}
-        if self.g1 is not None:
-            g1r, rc = self.g1
-            ep = g1r.sample_episode(rng, rc, control_dt, steps)
-            return ep.latency, {p.step: (p.linear, p.angular) for p in ep.pushes}
+        if self.own is not None:
+            return self.own.episode(rng, steps, control_dt)
         latency = int(rng.integers(0, 2)) if self.cfg.latency else 0
         pushes = {}
         if self.cfg.pushes and self.root is not None:

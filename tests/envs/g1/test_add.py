@@ -134,7 +134,7 @@ def test_discriminator_loss_equation_and_masking():
 
 def test_shac_phi_is_constant_in_actor_loss_and_trained_by_the_iteration():
     env = point_env()
-    learner = SHAC(env, E.make("analytic"), TINY, iterations=5)
+    learner = SHAC(env, E.make("analytic"), TINY, iterations=5, reward_model=env.reward_model)
     state = learner.init(jax.random.PRNGKey(0))
     assert isinstance(state.reward_state, ADDState)
     key = jax.random.PRNGKey(4)
@@ -162,7 +162,8 @@ def test_shac_phi_is_constant_in_actor_loss_and_trained_by_the_iteration():
 
 
 def test_checkpoint_round_trip_keeps_phi(tmp_path):
-    learner = SHAC(point_env(), E.make("analytic"), TINY, iterations=5)
+    env = point_env()
+    learner = SHAC(env, E.make("analytic"), TINY, iterations=5, reward_model=env.reward_model)
     template = learner.init(jax.random.PRNGKey(0))
     state, _ = jax.jit(learner.iteration)(template)
     assert _changed(template.reward_state, state.reward_state)
@@ -186,7 +187,7 @@ def test_fixed_reward_env_has_no_reward_state():
             return -jnp.sum(self.reward_model_input(next_data) ** 2)
 
     env = PointFixed(sim=point_env().sim)
-    learner = SHAC(env, E.make("analytic"), TINY, iterations=5)
+    learner = SHAC(env, E.make("analytic"), TINY, iterations=5, reward_model=env.reward_model)
     state = learner.init(jax.random.PRNGKey(0))
     assert state.reward_state is None
     _, m = jax.jit(learner.iteration)(state)
@@ -244,7 +245,7 @@ def test_g1_jump_add_one_shac_iteration():
         == env.reward_model_input(env.initial_data(jax.random.PRNGKey(0))).shape[0]
     )
     cfg = dataclasses.replace(TINY, horizon=2)
-    learner = SHAC(env, E.make("analytic"), cfg, iterations=3)
+    learner = SHAC(env, E.make("analytic"), cfg, iterations=3, reward_model=env.reward_model)
     state = learner.init(jax.random.PRNGKey(0))
     d = env.initial_data(jax.random.PRNGKey(1))
     phi = state.reward_state.params

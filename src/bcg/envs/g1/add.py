@@ -24,7 +24,7 @@ w_i; 0 for diverged states). Losses (``loss=``), with a gradient penalty on the 
     logistic:  r = -log(max(1 - sigmoid(D(delta)), 1e-4)) = min(softplus(D(delta)), log 1e4)
     lsgan:     r = max(0, 1 - 0.25 (D(delta) - 1)^2)
 
-Update (:meth:`Discriminator.update`): ``steps`` full-batch Adam steps (lr 2.5e-4, METHOD.md) on
+Update (:meth:`Discriminator.update`): ``steps`` full-batch Adam steps (lr 2.5e-4, the paper) on
 the deltas of one rollout window, skipped when the loss or gradient is not finite.
 
 First-order learning. The policy's reward is differentiable in the simulated state through

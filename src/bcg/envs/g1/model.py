@@ -114,7 +114,7 @@ FOOT_SPHERE_POS = (
 FOOT_SPHERE_RADIUS = 0.005
 FOOT_FRICTION = 0.8  # nominal; domain randomisation draws U(0.3, 1.2)
 
-# Key points of the observation (METHOD.md: ankles, head, wrists), as sites.
+# Key points of the observation (docs/method.md, "Task": ankles, head, wrists), as sites.
 KEY_SITES = ("key_left_ankle", "key_right_ankle", "key_head", "key_left_wrist", "key_right_wrist")
 _KEY_SITE_PLACES = {
     "key_left_ankle": ("left_ankle_roll_link", (0.0, 0.0, 0.0)),

@@ -1,9 +1,9 @@
-"""Domain randomisation of the G1 (METHOD.md's table), every item switchable.
+"""Domain randomisation of the G1 (docs/method.md, "Domain randomisation"), every item switchable.
 
 Model-level items change a copy of the model:
 
 =================  ==============================================  ===============================
-item               METHOD.md                                       applied to
+item               docs/method.md                                  applied to
 =================  ==============================================  ===============================
 ``friction``       U(0.3, 1.2)                                     foot spheres and floor
                                                                    (``geom_friction[:, 0]``,
@@ -249,3 +249,24 @@ def apply_push(qvel: np.ndarray, push: Push) -> np.ndarray:
     v[0:3] += push.linear
     v[3:6] += push.angular
     return v
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeRandomization:
+    """The G1's transfer randomisation (:meth:`bcg.envs.ContactEnv.native_randomization`):
+    ``cfg``'s model items by :func:`randomize`, latency and pushes by :func:`sample_episode`,
+    initial states by ``init_env`` (the env with ``cfg``, for its reset noise)."""
+
+    cfg: Randomization
+    init_env: object
+
+    @property
+    def notes(self) -> list[str]:
+        return [f"randomisation: G1 table, items {', '.join(self.cfg.enabled) or 'none'}"]
+
+    def model(self, m: mujoco.MjModel, rng) -> mujoco.MjModel:
+        return randomize(m, rng, self.cfg)
+
+    def episode(self, rng, steps: int, control_dt: float) -> tuple[int, dict]:
+        ep = sample_episode(rng, self.cfg, control_dt, steps)
+        return ep.latency, {p.step: (p.linear, p.angular) for p in ep.pushes}

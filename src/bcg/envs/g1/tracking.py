@@ -15,7 +15,7 @@ from ``data.xpos`` / ``xmat``, which after ``mjx.step`` lag one physics step (5 
 the data an estimator step returns equals what native MuJoCo kinematics or the robot give for
 that state (tested), at the cost of one forward-kinematics pass per call.
 
-Observation (METHOD.md), all in the root (pelvis) frame unless said:
+Observation (docs/method.md, "Task"), all in the root (pelvis) frame unless said:
 
 ====================================================  =====
 root height (world z)                                 1
@@ -31,7 +31,7 @@ root position relative to the current root, joints,
 key points relative to the reference root
 ====================================================  =====
 
-(327 in all; joint positions and the phase are additions to METHOD.md's list.)
+(327 in all; joint positions and the phase are additions to the paper's list.)
 
 Actions: ``a`` in (-1, 1)^29 (the learners' tanh policies) are joint-position targets.
 ``actions="absolute"`` (default): ``ctrl = clip(q_default + s * a, joint range)``,
@@ -57,8 +57,8 @@ with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small er
 unlike the geodesic angle), body sums over the 14 tracked bodies, ``u`` the servo targets
 (``data.act`` of the servo filter, see :mod:`bcg.envs.g1.model`; the term is 0 if the model has
 no action memory). Weights: root 0.5 / 0.5, bodies 1 / 1, joints 1, velocities 0.5 / 0.5,
-action rate 0.8 (METHOD.md's weight, on the mean over joints). Terminated when the root is below
-0.3 m (METHOD.md).
+action rate 0.8 (the paper's weight, on the mean over joints). Terminated when the root is below
+0.3 m (the paper).
 
 Reward ``reward="add"`` (the paper's; :mod:`bcg.envs.g1.add`): ``r = w_add r_ADD(D_phi(delta))
 - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2`` with delta the scaled difference of
@@ -487,6 +487,18 @@ class G1Tracking(ContactEnv):
     def terminated(self, data):
         # the pelvis body origin is the free joint's position: qpos[2] is the root height
         return data.qpos[2] < self.min_height
+
+    def tracking_error(self, data):
+        """Mean per-body position error (m) of a state against its reference frame."""
+        return self.tracking_errors(data)["body_pos_error"]
+
+    def native_randomization(self, spec):
+        """The G1 randomisation table (:mod:`bcg.envs.g1.randomization`) for transfer runs,
+        items from ``spec`` (:meth:`Randomization.parse`; None: all)."""
+        from bcg.envs.g1.randomization import NativeRandomization
+
+        cfg = Randomization.parse(spec or "all")
+        return NativeRandomization(cfg, dataclasses.replace(self, randomization=cfg))
 
     def eval_metrics(self, data):
         e = self.tracking_errors(data)
