@@ -194,7 +194,7 @@ def main(argv=None) -> int:
         "# G1 jump: soft vs stiff + BCG, native-MuJoCo transfer\n",
         f"{args.runs} runs x {first['steps']} control steps "
         f"({first['steps'] * first['control_dt']:.2f} s), seed {args.seed}, randomisation "
-        f"{'off' if args.no_randomize else 'on (METHOD.md table, latency, pushes)'}; the same "
+        f"{'off' if args.no_randomize else 'on (the paper table, latency, pushes)'}; the same "
         "initial states and randomised models for every policy.\n",
         table(reports),
         "",

@@ -15,7 +15,7 @@ states) and writes
 * ``transfer_compare.json``: every report in full;
 * ``<label>.mp4`` (``--render``) of native run 0.
 
-The paper's effect (METHOD.md): a policy trained with soft contact falls in MuJoCo and shows a
+The paper's effect (docs/method.md): a policy trained with soft contact falls in MuJoCo and shows a
 10-13 mm penetration gap; one trained stiff with BCG does not fall, gap ~3 mm.
 """
 

@@ -1,6 +1,6 @@
 """Contact groups and limb paths of an MJCF model, for per-limb bundling (legged BCG).
 
-The authors' implementation of BCG (the paper's public code, METHOD.md) bundles per foot: the
+The authors' implementation of BCG (the paper's public code; docs/method.md) bundles per foot: the
 contacts of one foot form a group that triggers on its total normal force, and only the joints
 of that foot's leg are perturbed, never the floating base. This module finds the same structure
 in any MJCF from its kinematic tree, without names:

@@ -1,4 +1,4 @@
-"""Gaussian-smoothing gradient estimators (the baselines of METHOD.md, "Related estimators").
+"""Gaussian-smoothing gradient estimators (the baselines of docs/method.md, "Related estimators").
 
 Every estimator is built by a small factory (optax style) and is a frozen, hashable dataclass
 that is called as
