@@ -68,7 +68,12 @@ def test_tasks_lists_all(capsys):
     for name in ("falling_mass", "bouncing_ball", "ball_wall", "hopper", "pogo"):
         assert name in names
         assert name in out
-    assert len(out.strip().splitlines()) == 5
+    from bcg.envs import POLICY_ENVS
+
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("gradient-report tasks") and len(lines) == 2 + 5 + len(POLICY_ENVS)
+    for name in POLICY_ENVS:  # the training tasks, after their heading
+        assert any(ln.split()[0] == name for ln in lines[7:])
 
 
 @pytest.mark.parametrize("platform", [None, "cpu"])
@@ -88,7 +93,8 @@ def test_platform_is_left_to_jax_and_the_device_line_printed(platform):
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.strip().splitlines()
-    assert [ln.split()[0] for ln in lines] == tasks.list_tasks()
+    report = [ln.split()[0] for ln in lines[1 : 1 + len(tasks.list_tasks())]]
+    assert lines[0].startswith("gradient-report tasks") and report == tasks.list_tasks()
     assert "[bcg] JAX " in proc.stderr and "backend cpu" in proc.stderr, proc.stderr
     assert f"JAX_PLATFORMS={platform or '<unset>'}" in proc.stderr
 
