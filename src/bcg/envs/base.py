@@ -122,7 +122,7 @@ class ContactEnv:
 
     def native_model(self) -> mujoco.MjModel | None:
         """The native-MuJoCo model for transfer, or None: the training model with the task's
-        own MJCF contact (:func:`bcg.transfer.native.native_model`)."""
+        own MJCF contact (:func:`bcg.transfer.model.native_model`)."""
         return None
 
     def randomize(self, mj_model: mujoco.MjModel, rng: np.random.Generator):
@@ -134,7 +134,7 @@ class ContactEnv:
         """The env's own transfer randomisation (an object with ``model(m, rng)``,
         ``episode(rng, steps, control_dt) -> (latency, pushes)``, ``init_env`` and ``notes``;
         ``spec`` selects items), or None: :meth:`randomize` plus generic latency and pushes
-        (:class:`bcg.transfer.native.Randomizer`)."""
+        (:class:`bcg.transfer.randomizer.Randomizer`)."""
         return None
 
     # ------------------------------------------------------------------ helpers

@@ -15,6 +15,7 @@ process without the registering code having run.
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 
 from bcg.envs.base import ContactEnv
@@ -96,3 +97,13 @@ def make_env(task: str, task_factory: str | None = None, **params) -> ContactEnv
             f"task {task!r}: the factory returned {type(env).__name__}, not a bcg.envs.ContactEnv"
         )
     return env
+
+
+def task_summaries() -> list[tuple[str, str]]:
+    """``(name, summary)`` of every training task by name: the first line of its factory's
+    docstring, Sphinx cross-references dropped."""
+    out = []
+    for name, factory in POLICY_ENVS.items():
+        doc = (factory.__doc__ or "").strip().splitlines()
+        out.append((name, re.sub(r"\s*\(:\w+:`[^`]*`\)", "", doc[0]) if doc else ""))
+    return out

@@ -272,7 +272,8 @@ class StateObservation:
     """
 
     def __init__(self, env, m: mujoco.MjModel, motor_map: MotorMap, imu_is_root: bool = True):
-        from bcg.transfer.native import NativeBridge, _free_root
+        from bcg.transfer.bridge import NativeBridge
+        from bcg.transfer.model import free_root
 
         self.m, self.map = m, motor_map
         self.bridge = NativeBridge(env, m)
@@ -281,7 +282,7 @@ class StateObservation:
         self.qadr = np.array([m.jnt_qposadr[j] for j in jids], int)
         self.dadr = np.array([m.jnt_dofadr[j] for j in jids], int)
         self.base_q, self.base_v = base_joint_layout(m, motor_map.motor_joints)
-        self.root = _free_root(m) if imu_is_root else None
+        self.root = free_root(m) if imu_is_root else None
         self.control_dt = float(env.sim.control_dt)
 
     def state(self, st: LowState, base: BaseState | None, t: float = 0.0) -> mujoco.MjData:
@@ -378,3 +379,18 @@ def make_runner(env, policy: Callable, transport: Transport, motor_joints=None, 
         ctrl_fn=lambda a, d: obs.bridge.ctrl(np.asarray(a, np.float32), d),
         transport=transport,
     )
+
+
+def simulated_robot(env, task: str | None = None, seed: int = 0) -> MujocoTransport:
+    """Native MuJoCo standing in for the robot: the transfer model of ``env``
+    (:func:`bcg.transfer.model.native_model`, ``task`` its name) at the env's initial state of
+    ``seed``, motors in the order of ``env.motor_joint_names``."""
+    import jax
+
+    from bcg.transfer.bridge import data_from_mjx
+    from bcg.transfer.model import native_model
+
+    m, _ = native_model(env, task)
+    d = data_from_mjx(m, env.initial_data(jax.random.PRNGKey(seed)))
+    mm = MotorMap.from_model(env.sim.mj_model, env.motor_joint_names)
+    return MujocoTransport(m, mm, substeps=env.sim.substeps, data=d)

@@ -45,6 +45,16 @@ def split_checkpoint_path(path) -> tuple[Path, int | None]:
     return path, None
 
 
+def run_float64(path) -> bool:
+    """Whether the run at ``path`` (a run directory or checkpoint) was trained in double
+    precision (run.json's ``float64``; PPO runs without run.json: False)."""
+    run_dir, _ = split_checkpoint_path(path)
+    run_file = run_dir / "run.json"
+    return (
+        bool(json.loads(run_file.read_text()).get("float64", False)) if run_file.exists() else False
+    )
+
+
 def load_policy(path) -> LoadedPolicy:
     """The deterministic policy of a run directory or checkpoint (see module docstring)."""
     run_dir, step = split_checkpoint_path(path)
@@ -106,3 +116,14 @@ def policy_from_learner(learner, state, env=None, run: dict | None = None) -> Lo
     return LoadedPolicy(
         fn, env or learner.env, dict(run or {}), Path("."), None, None, learner.name
     )
+
+
+def evaluate_policy(pol: LoadedPolicy, episodes: int, seed: int = 1) -> dict:
+    """:func:`bcg.learners.harness.evaluate` of the deterministic policy (plain step) over
+    ``episodes`` episodes from the initial states of ``seed``."""
+    import jax
+
+    from bcg.learners import harness
+
+    key = jax.random.PRNGKey(seed)
+    return harness.evaluate(pol.env, lambda _, obs: pol.fn(obs), None, episodes, key)

@@ -1,0 +1,91 @@
+"""What a transfer run measures at each control step, in native MuJoCo and in MJX.
+
+* fall: the env's :meth:`ContactEnv.fell` (``root height < env.fall_height``, else
+  ``env.terminated(data)``; the report says which);
+* tracking error (metres), when the env has a reference motion: ``env.tracking_error(data)`` on
+  forward kinematics of the current state;
+* foot penetration: the deepest foot-ground penetration max(0, -dist) of a control step and
+  whether a foot touches the ground at negative distance; foot geoms from
+  ``env.foot_geom_ids``, else geoms whose name contains "foot", else every non-world geom.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from bcg.envs.base import ContactEnv
+from bcg.sim import mjx_compat
+from bcg.sim.step import make_data
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from mujoco import mjx
+
+
+def fall_criterion(env, m: mujoco.MjModel):
+    """``(fn(data) -> bool array, description)``: the env's :meth:`ContactEnv.fell`."""
+    if type(env).fell is ContactEnv.fell:
+        return env.fell, "fall: env.terminated() (the env declares no fell())"
+    return env.fell, "fall: env.fell()"
+
+
+def tracking_fn(env):
+    """``(fn(data_with_fresh_kinematics) -> metres, description)`` or ``(None, reason)``: the
+    env's :meth:`ContactEnv.tracking_error` (None at trace time: no reference motion)."""
+    if jax.eval_shape(env.tracking_error, make_data(env.sim)) is None:
+        return None, "tracking error: n/a (the env has no reference motion)"
+    return env.tracking_error, "tracking error: env.tracking_error"
+
+
+def foot_geoms(env, m: mujoco.MjModel) -> tuple[np.ndarray, str]:
+    """``(geom ids, description)`` of the feet whose penetration is measured."""
+    if env.foot_geom_ids is not None:
+        ids = np.asarray(env.foot_geom_ids, int)
+        return ids, f"foot geoms: env.foot_geom_ids ({len(ids)})"
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, i) or "" for i in range(m.ngeom)]
+    ids = np.array([i for i, n in enumerate(names) if "foot" in n.lower()], int)
+    if len(ids):
+        return ids, f"foot geoms: named *foot* ({', '.join(names[i] for i in ids)})"
+    ids = np.array([i for i in range(m.ngeom) if m.geom_bodyid[i] != 0], int)
+    return ids, "foot geoms: none declared, every robot geom counts (env has no foot_geom_ids)"
+
+
+def foot_penetration_native(m, d, feet: np.ndarray) -> tuple[float, bool]:
+    """(deepest foot-ground penetration (m, >= 0), any foot-ground contact at dist < 0)."""
+    pen, touching = 0.0, False
+    fs = set(int(x) for x in feet)
+    for i in range(d.ncon):
+        c = d.contact[i]
+        g1, g2 = int(c.geom1), int(c.geom2)
+        if (g1 in fs and m.geom_bodyid[g2] == 0) or (g2 in fs and m.geom_bodyid[g1] == 0):
+            if c.dist < 0:
+                touching = True
+                pen = max(pen, -float(c.dist))
+    return pen, touching
+
+
+def foot_contact_slots(sim, feet: np.ndarray) -> np.ndarray:
+    """Indices of the MJX contact slots between a foot geom and a world geom (the geom pair of
+    every slot is fixed by the model)."""
+    d = jax.jit(mjx.forward)(sim.mjx_model, mjx.make_data(sim.mjx_model))  # fills contact.geom
+    geom = np.asarray(mjx_compat.contacts(d).geom).reshape(-1, 2)
+    if geom.shape[0] == 0:
+        return np.zeros((0,), int)
+    body = sim.mj_model.geom_bodyid[geom]
+    foot = np.isin(geom, feet)
+    mask = (foot[:, 0] & (body[:, 1] == 0)) | (foot[:, 1] & (body[:, 0] == 0))
+    return np.nonzero(mask)[0]
+
+
+def foot_penetration_mjx(dx, slots: np.ndarray):
+    """Same as :func:`foot_penetration_native` on one ``mjx.Data`` (jit-able), over the
+    contact ``slots`` of :func:`foot_contact_slots`."""
+    if len(slots) == 0:
+        return jnp.zeros(()), jnp.zeros((), bool)
+    dist = mjx_compat.contacts(dx).dist[slots]
+    return jnp.max(jnp.maximum(-dist, 0.0)), jnp.any(dist < 0)

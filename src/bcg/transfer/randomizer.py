@@ -1,0 +1,90 @@
+"""Per-run domain randomisation of the native transfer runs.
+
+The G1 env randomises with its own table (docs/method.md, :mod:`bcg.envs.g1.randomization`);
+any other env with ``env.randomize(mj_model, rng)`` (default: the model unchanged), plus the
+runtime part of the table that does not change the model: action latency of 0 or 1 control
+steps (per run) and pushes every U(1, 3) s (root velocity += U(+-0.5, +-0.5, +-0.2) m/s,
+U(+-0.52, +-0.52, +-0.78) rad/s) on models whose root is a free joint.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import mujoco
+import numpy as np
+
+from bcg.envs.base import ContactEnv
+from bcg.transfer.bridge import warm_cached_properties
+from bcg.transfer.config import TransferConfig
+from bcg.transfer.model import free_root
+
+PUSH_LIN = (0.5, 0.5, 0.2)  # m/s, docs/method.md
+PUSH_ANG = (0.52, 0.52, 0.78)  # rad/s
+PUSH_INTERVAL = (1.0, 3.0)  # s
+
+
+class Randomizer:
+    """Per-run domain randomisation of the native runs.
+
+    * an env with its own table (:meth:`ContactEnv.native_randomization` not None, e.g. the G1
+      tracking env: :class:`bcg.envs.g1.randomization.NativeRandomization`, items from
+      ``cfg.randomization``) randomises the model, the episode (latency, pushes) and the
+      initial states itself;
+    * any other env: ``env.randomize(mj_model, rng)`` (default: the model unchanged), action
+      latency 0 or 1 control steps and pushes every U(1, 3) s on free-joint roots (the paper's
+      ranges).
+    """
+
+    def __init__(self, env, cfg: TransferConfig, m: mujoco.MjModel):
+        self.env, self.cfg, self.root = env, cfg, free_root(m)
+        self.init_env = env
+        self.own = None
+        if not cfg.randomize:
+            self.notes = ["no randomisation"]
+            return
+        self.own = env.native_randomization(cfg.randomization)
+        if self.own is not None:
+            self.init_env = self.own.init_env
+            warm_cached_properties(self.init_env)
+            self.notes = list(self.own.notes)
+            return
+        has_model = type(env).randomize is not ContactEnv.randomize
+        pushes = cfg.pushes and self.root is not None
+        self.notes = [
+            "model randomisation: "
+            + ("env.randomize" if has_model else "none (the env declares no randomize())"),
+            "runtime randomisation: "
+            + ("latency 0/1 step" if cfg.latency else "no latency")
+            + (
+                ", pushes every U(1,3) s"
+                if pushes
+                else (", no pushes (root is not a free joint)" if cfg.pushes else "")
+            ),
+        ]
+
+    def model(self, m, rng):
+        if not self.cfg.randomize:
+            return m
+        if self.own is not None:
+            return self.own.model(m, rng)
+        mm = copy.copy(m)
+        out = self.env.randomize(mm, rng)
+        return out if isinstance(out, mujoco.MjModel) else mm
+
+    def episode(self, rng, steps: int, control_dt: float) -> tuple[int, dict]:
+        """(latency in control steps, {control step: (linear, angular) root kick})."""
+        if not self.cfg.randomize:
+            return 0, {}
+        if self.own is not None:
+            return self.own.episode(rng, steps, control_dt)
+        latency = int(rng.integers(0, 2)) if self.cfg.latency else 0
+        pushes = {}
+        if self.cfg.pushes and self.root is not None:
+            t = rng.uniform(*PUSH_INTERVAL)
+            while t < steps * control_dt:
+                lin = rng.uniform(-1, 1, 3) * np.asarray(PUSH_LIN)
+                ang = rng.uniform(-1, 1, 3) * np.asarray(PUSH_ANG)
+                pushes[int(round(t / control_dt))] = (lin, ang)
+                t += rng.uniform(*PUSH_INTERVAL)
+        return latency, pushes
