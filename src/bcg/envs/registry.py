@@ -14,11 +14,11 @@ process without the registering code having run.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Callable
 
 from bcg.envs.base import ContactEnv
+from bcg.imports import import_factory, lookup
 
 # name -> factory(stiffness=..., **params) -> ContactEnv; built-ins are added by bcg.envs
 POLICY_ENVS: dict[str, Callable[..., ContactEnv]] = {}
@@ -38,36 +38,9 @@ def register_env(name: str, factory: Callable[..., ContactEnv], *, overwrite: bo
     return factory
 
 
-def import_factory(path: str) -> Callable[..., ContactEnv]:
-    """The object at ``"package.module:attribute"`` (attribute may be dotted)."""
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"task import path must be 'package.module:factory', got {path!r}")
-    try:
-        obj = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ValueError(
-            f"cannot import module {module_name!r} of task {path!r} ({e}); is it on PYTHONPATH?"
-        ) from e
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"module {module_name!r} has no attribute {attr!r} (task {path!r})")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise ValueError(f"task {path!r} is not callable")
-    return obj
-
-
 def env_factory(task: str) -> Callable[..., ContactEnv]:
     """The factory of a task name or import path; ValueError naming the choices if unknown."""
-    if task in POLICY_ENVS:
-        return POLICY_ENVS[task]
-    if ":" in task:
-        return import_factory(task)
-    raise ValueError(
-        f"unknown task {task!r}; choose from {', '.join(sorted(POLICY_ENVS))}, a name given to "
-        "bcg.envs.register_env, or an import path 'package.module:factory'"
-    )
+    return lookup(task, POLICY_ENVS, "task", "bcg.envs.register_env")
 
 
 def factory_path(factory: Callable) -> str | None:

@@ -21,6 +21,7 @@ from bcg.estimators import smoothing
 from bcg.estimators.bcg import BCG
 from bcg.estimators.protocol import StepEstimator
 from bcg.estimators.rollout import PlainStep
+from bcg.imports import lookup
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,16 +115,7 @@ def names() -> tuple[str, ...]:
 
 def estimator_factory(name: str) -> Callable:
     """The factory of an estimator name or import path (ValueError if unknown)."""
-    if name in _FACTORIES:
-        return _FACTORIES[name]
-    if ":" in name:
-        from bcg.envs.registry import import_factory
-
-        return import_factory(name)
-    raise ValueError(
-        f"unknown estimator {name!r}; choose from {', '.join(names())}, a name given to "
-        "bcg.estimators.register_estimator, or an import path 'package.module:factory'"
-    )
+    return lookup(name, _FACTORIES, "estimator", "bcg.estimators.register_estimator")
 
 
 def parameters(name: str) -> set[str] | None:
