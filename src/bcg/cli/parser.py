@@ -22,6 +22,21 @@ bcg export runs/hopper_jump_shac_bcg_stiff_s0 --onnx policy.onnx
 """
 
 
+RUN_COMMANDS = {  # sub-commands that act on a trained run: their help
+    "eval": "evaluate a trained policy (deterministic, plain step)",
+    "export": "export a trained policy to ONNX (jax2onnx)",
+    "transfer": "run a trained policy in native MuJoCo (falls, penetration, tracking)",
+    "deploy": "50 Hz deploy loop over unitree_sdk2 LowCmd/LowState (MuJoCo or robot)",
+}
+
+
+def _run_parser(sub, common, name: str):
+    """The parser of a :data:`RUN_COMMANDS` sub-command, with the ``path`` argument."""
+    p = sub.add_parser(name, parents=[common], help=RUN_COMMANDS[name])
+    p.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="bcg", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -132,30 +147,19 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=commands.cmd_train)
 
-    ev = sub.add_parser(
-        "eval", parents=[common], help="evaluate a trained policy (deterministic, plain step)"
-    )
-    ev.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
+    ev = _run_parser(sub, common, "eval")
     ev.add_argument("--episodes", type=int, default=8)
     ev.add_argument("--seed", type=int, default=1)
     ev.add_argument("--json", action="store_true", help="print the result as JSON")
     ev.set_defaults(func=commands.cmd_eval)
 
-    xp = sub.add_parser(
-        "export", parents=[common], help="export a trained policy to ONNX (jax2onnx)"
-    )
-    xp.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
+    xp = _run_parser(sub, common, "export")
     xp.add_argument("--onnx", required=True, help="output .onnx (metadata next to it as .json)")
     xp.add_argument("--check", type=int, default=256, help="random observations to check")
     xp.add_argument("--atol", type=float, default=1e-5, help="max abs diff allowed (exit 1)")
     xp.set_defaults(func=commands.cmd_export)
 
-    tf = sub.add_parser(
-        "transfer",
-        parents=[common],
-        help="run a trained policy in native MuJoCo (falls, penetration, tracking)",
-    )
-    tf.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
+    tf = _run_parser(sub, common, "transfer")
     tf.add_argument("--runs", type=int, default=5, help="runs (default 5)")
     tf.add_argument("--seconds", type=float, help="seconds per run (default: one episode)")
     tf.add_argument("--no-randomize", action="store_true", help="nominal model, no latency/pushes")
@@ -167,12 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("--json", action="store_true", help="print the report as JSON")
     tf.set_defaults(func=commands.cmd_transfer)
 
-    dp = sub.add_parser(
-        "deploy",
-        parents=[common],
-        help="50 Hz deploy loop over unitree_sdk2 LowCmd/LowState (MuJoCo or robot)",
-    )
-    dp.add_argument("path", help="run directory or one of its checkpoints/<iteration>")
+    dp = _run_parser(sub, common, "deploy")
     dp.add_argument("--onnx", help="run this exported policy with onnxruntime (default: JAX)")
     dp.add_argument("--seconds", type=float, default=2.0)
     dp.add_argument(

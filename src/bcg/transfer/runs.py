@@ -19,16 +19,9 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from bcg.transfer import measures
 from bcg.transfer.bridge import NativeBridge, data_from_mjx, warm_cached_properties
 from bcg.transfer.config import TransferConfig
-from bcg.transfer.measures import (
-    fall_criterion,
-    foot_contact_slots,
-    foot_geoms,
-    foot_penetration_mjx,
-    foot_penetration_native,
-    tracking_fn,
-)
 from bcg.transfer.model import free_root
 from bcg.transfer.randomizer import Randomizer
 from bcg.transfer.render import make_renderer, render_frame
@@ -57,7 +50,7 @@ def run_native(
     env = policy.env
     bridge = bridge or NativeBridge(env, m)
     if feet is None:
-        feet, _ = foot_geoms(env, m)
+        feet, _ = measures.foot_geoms(env, m)
     T = episode_steps(env, cfg)
     n_sub = int(env.sim.substeps)
     root = free_root(m)
@@ -98,7 +91,7 @@ def run_native(
                 break
             cur = bridge.to_mjx(d)
             ret += bridge.reward(prev, applied, cur)
-            p, tc = foot_penetration_native(mi, d, feet)
+            p, tc = measures.foot_penetration_native(mi, d, feet)
             if tc:
                 pens.append(p)
                 touch += 1
@@ -136,10 +129,10 @@ def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray, init_env=Non
     env = policy.env
     sim = env.sim
     T = episode_steps(env, cfg)
-    fall, _ = fall_criterion(env, sim.mj_model)
-    track, _ = tracking_fn(env)
+    fall, _ = measures.fall_criterion(env, sim.mj_model)
+    track, _ = measures.tracking_fn(env)
     keys = jnp.stack([run_key(cfg.seed, i) for i in range(cfg.runs)])
-    slots = foot_contact_slots(sim, feet)
+    slots = measures.foot_contact_slots(sim, feet)
 
     init_env = init_env or env
     warm_cached_properties(env)
@@ -153,7 +146,7 @@ def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray, init_env=Non
             a = policy.fn(env.observe(d)[None])[0]
             nd, r, _ = env.plain_step(d, a)
             bad = ~(jnp.all(jnp.isfinite(nd.qpos)) & jnp.all(jnp.isfinite(nd.qvel)))
-            p, tc = foot_penetration_mjx(nd, slots)
+            p, tc = measures.foot_penetration_mjx(nd, slots)
             te = track(mjx.kinematics(sim.mjx_model, nd)) if track is not None else 0.0
             f = fall(nd) | bad
             out = (alive, r, p, tc, te, f, bad)
