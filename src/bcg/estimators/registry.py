@@ -56,7 +56,8 @@ def _alpha_order(sigma=0.05, num_samples=32, bias_threshold=float("inf")):
     return ObjectiveLevel(smoothing.alpha_order(sigma, num_samples, bias_threshold), "alpha-order")
 
 
-# default parameters of the built-ins (the BCG ones: the paper's settings)
+# default parameters of the BCG built-ins (the paper's settings); the other factories' own
+# keyword defaults are theirs
 DEFAULTS = {
     "analytic": {},
     "bcg": {"num_branches": 10, "horizon": 2, "sigma_p": 0.01, "sigma_v": 0.02, "tau": "auto"},
@@ -69,9 +70,6 @@ DEFAULTS = {
         "gradient": "stein",
         "antithetic": True,
     },
-    "global-bundle": {"sigma": 0.01, "num_samples": 10},
-    "zeroth-order": {"sigma": 0.05, "num_samples": 32},
-    "alpha-order": {"sigma": 0.05, "num_samples": 32, "bias_threshold": float("inf")},
 }
 
 _FACTORIES: dict[str, Callable] = {
