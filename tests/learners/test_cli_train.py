@@ -77,6 +77,24 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
     rows = (run / "metrics.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3"]
 
+    # a second stage from checkpoint 2: starts from that state (its deterministic evaluation
+    # with the same seed is the first stage's final one) and continues the env-step count
+    stage = tmp_path / "stage2"
+    argv2 = [*argv[:-6], "--iterations", "1", "--run-dir", str(stage), "--eval-episodes", "2"]
+    argv2 += ["--float64", "--quiet", "--init-from", str(run / "checkpoints" / "2")]
+    assert cli.main(argv2) == 0
+    assert json.loads((stage / "run.json").read_text())["init_from"].endswith("checkpoints/2")
+    first = json.loads((run / "eval.json").read_text())["final"]
+    second = json.loads((stage / "eval.json").read_text())["initial"]
+    assert second["mean_return"] == pytest.approx(first["mean_return"], rel=1e-12)
+    steps = [int(r.split(",")[1]) for r in rows[1:]]
+    row = (stage / "metrics.csv").read_text().splitlines()[1].split(",")
+    assert row[0] == "1" and int(row[1]) == steps[1] + (steps[1] - steps[0])
+    # another network size is not the same learner state: a clear error, nothing trained
+    bad = [*argv2[:-1], str(run), "--run-dir", str(tmp_path / "bad"), "--actor-hidden", "4"]
+    assert cli.main(bad) == 2
+    assert "holds a different learner state" in capsys.readouterr().err
+
 
 @pytest.mark.parametrize(
     "argv, msg",
@@ -87,6 +105,7 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
         (["train", "--estimator", "zeroth-order"], "step-level estimator"),
         (["train", "--iterations", "0"], "--iterations must be >= 1"),
         (["train", "--resume", "--run-dir", "/nonexistent/run"], "no run in"),
+        (["train", "--task", "toy", "--init-from", "/nonexistent/run"], "no such run directory"),
         (["eval", "/nonexistent/run"], "no such run directory"),
         # --param: every namespace and key is checked, and named in the error
         (["train", "--task", "toy", "--param", "shac.gammma=0.9"], "shac.gammma"),

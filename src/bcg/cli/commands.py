@@ -81,6 +81,7 @@ def _train_options(args) -> TrainOptions:
         resume=args.resume,
         checkpoint_every=args.checkpoint_every,
         devices=args.devices,
+        init_from=args.init_from,
     )
 
 

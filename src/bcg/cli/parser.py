@@ -135,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--run-dir", help="output folder (default runs/TASK_LEARNER_EST_STIFF_sSEED)")
     tr.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     tr.add_argument("--checkpoint-every", type=int, default=25, help="iterations (default 25)")
+    tr.add_argument(
+        "--init-from",
+        help="(shac / bptt) start from the state of RUN_DIR or RUN_DIR/checkpoints/K (same "
+        "sizes and networks; the env may differ, e.g. in reward weights): a training stage",
+    )
     tr.add_argument("--eval-episodes", type=int, default=8, help="0 to skip the evaluations")
     tr.add_argument("--timesteps", type=int, help="(ppo) env steps, default from the sizes")
     tr.add_argument(

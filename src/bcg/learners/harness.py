@@ -18,6 +18,12 @@ beyond that checkpoint (written before a kill) are dropped, so the CSV continues
 duplicates. Because the state includes the RNG key and the environments, a resumed run
 reproduces the uninterrupted one exactly (same compiled program on the same devices).
 
+``init_from`` (``bcg train --init-from``) starts a new run as a further *stage* of another:
+its whole learner state (parameters, optimiser moments, normalisers, environments, RNG key) is
+restored from that run's newest (or a given) checkpoint, while the env, e.g. its reward weights,
+is this run's. Iterations count from 0; ``env_steps`` and ``wall_time`` continue from the
+source checkpoint's, so that curves of the stages join on the total budget.
+
 Devices: ``train(..., devices=N)`` (``bcg train --devices N``; default all of
 ``jax.devices()``) shards the environment batch over N devices (``learner.sharded``, see
 :mod:`bcg.learners.parallel`); ``num_envs`` must be divisible by N. The iteration is compiled
@@ -145,8 +151,11 @@ def latest_step(run_dir) -> int | None:
     return max(steps) if steps else None
 
 
-def restore_checkpoint(run_dir, template_state, step: int | None = None):
-    """``(state, iteration, env_steps, wall_time)`` from ``run_dir`` (newest or ``step``)."""
+def restore_checkpoint(run_dir, template_state, step: int | None = None, strict: bool = False):
+    """``(state, iteration, env_steps, wall_time)`` from ``run_dir`` (newest or ``step``).
+
+    ``strict``: ValueError unless the checkpoint holds exactly the template's leaves, with
+    their shapes (a checkpoint of another learner configuration)."""
     import orbax.checkpoint as ocp
 
     run_dir = Path(run_dir)
@@ -159,6 +168,15 @@ def restore_checkpoint(run_dir, template_state, step: int | None = None):
     mgr.close()
     leaves, treedef = jax.tree_util.tree_flatten(template_state)
     saved = p["leaves"]
+    if strict:  # every non-empty leaf, by position and shape (empty arrays are not saved)
+        want = {f"{i:05d}": tuple(np.shape(x)) for i, x in enumerate(leaves) if np.size(x)}
+        have = {k: tuple(np.shape(v)) for k, v in saved.items()}
+        if have != want:
+            raise ValueError(
+                f"the checkpoint {run_dir / CKPT_DIR / str(step)} holds a different learner "
+                f"state ({len(have)} arrays vs this run's {len(want)}, or other shapes): "
+                "--init-from needs the same learner, estimator, env sizes and networks"
+            )
     restored = [jnp.asarray(saved.get(f"{i:05d}", x)) for i, x in enumerate(leaves)]
     state = jax.tree_util.tree_unflatten(treedef, restored)
     return state, int(p["iteration"]), int(p["env_steps"]), float(p["wall_time"])
@@ -275,6 +293,7 @@ def train(
     run_config: dict | None = None,
     on_iteration=None,
     devices=None,
+    init_from=None,
 ) -> dict:
     """Train ``learner`` for ``learner.iterations`` iterations, logging into ``run_dir``.
 
@@ -282,7 +301,9 @@ def train(
     None keeps the learner's mesh if it has one, else uses every device of ``jax.devices()``.
 
     ``on_iteration(iteration, metrics)`` is called after each iteration's logging and
-    checkpointing (a test hook). Returns a summary dict (also the last CSV row and evals).
+    checkpointing (a test hook). ``init_from``: a run directory or one of its
+    ``checkpoints/<k>`` to start from (module docstring). Returns a summary dict (also the last
+    CSV row and evals).
     """
     from tensorboardX import SummaryWriter
     from tqdm import tqdm
@@ -313,6 +334,11 @@ def train(
                 f"{run_dir} already holds checkpoints: pass --resume or choose a new --run-dir"
             )
         start, env_steps, wall0, rows = 0, 0, 0.0, []
+        if init_from is not None:
+            from bcg.transfer.policy import split_checkpoint_path
+
+            src, step = split_checkpoint_path(init_from)
+            state, _, env_steps, wall0 = restore_checkpoint(src, state, step, strict=True)
 
     state, step_fn = compile_iteration(learner, state)
     evals = {}

@@ -39,6 +39,7 @@ class TrainOptions:
     resume: bool = False
     checkpoint_every: int = 25
     devices: int | None = None  # shac / bptt: shard over the first N devices
+    init_from: str | None = None  # shac / bptt: start from this run's (or checkpoint's) state
 
 
 def ppo_timesteps(opts: TrainOptions, num_envs: int, horizon: int | None) -> int:
@@ -115,6 +116,13 @@ def run_description(opts: TrainOptions) -> dict:
         run["env_params"] = params["env"]
     if learner == "ppo":
         run["timesteps"] = ppo_timesteps(opts, opts.num_envs, opts.horizon)
+    if opts.init_from is not None:
+        if learner == "ppo":
+            raise ValueError("--init-from applies to shac / bptt (brax PPO keeps its own state)")
+        from bcg.transfer.policy import split_checkpoint_path
+
+        src, step = split_checkpoint_path(opts.init_from)  # FileNotFoundError if missing
+        run["init_from"] = str(src / "checkpoints" / str(step)) if step is not None else str(src)
     return run
 
 

@@ -60,6 +60,7 @@ def train_run(
         progress=progress,
         eval_episodes=eval_episodes,
         run_config=run,
+        init_from=run.get("init_from"),
     )
 
 
