@@ -50,10 +50,13 @@ def test_transfer_report_hopper(hopper_run, tmp_path):
         assert math.isnan(s["tracking_error_cm"])  # hopper has no reference
         assert s["penetration_mm"] >= 0  # the hopper lands within 0.1 s: contact steps exist
     assert all(r["contact_steps"] > 0 for r in rep["native"]["runs"])
+    for r in rep["native"]["runs"] + rep["training_sim"]["runs"]:  # flight within the run
+        assert 0 <= r["airborne_s"] <= r["steps"] * rep["control_dt"] + 1e-9
+        assert r["clearance_cm"] > -5 and (r["airborne_s"] == 0 or r["clearance_cm"] > 0)
     nat, tr = rep["native"]["summary"], rep["training_sim"]["summary"]
     assert rep["penetration_gap_mm"] == nat["penetration_mm"] - tr["penetration_mm"]
     text = native.format_report(rep)
-    assert "native MuJoCo" in text and "training sim (MJX)" in text
+    assert "native MuJoCo" in text and "training sim (MJX)" in text and "flight (s)" in text
     assert "fall: env.terminated() (the env declares no fell())" in text
     assert "foot geoms: named *foot*" in text
     assert "the env declares no randomize()" in text

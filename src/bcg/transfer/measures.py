@@ -6,11 +6,15 @@
   forward kinematics of the current state;
 * foot penetration: the deepest foot-ground penetration max(0, -dist) of a control step and
   whether a foot touches the ground at negative distance; foot geoms from
-  ``env.foot_geom_ids``, else geoms whose name contains "foot", else every non-world geom.
+  ``env.foot_geom_ids``, else geoms whose name contains "foot", else every non-world geom;
+* flight: the foot clearance, the smallest foot-ground distance of a control step (m; <= 0
+  when a foot touches), from which :func:`flight` takes the highest clearance and the longest
+  run of consecutive control steps with every foot off the ground (clearance > 0).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import jax
@@ -69,6 +73,28 @@ def foot_penetration_native(m, d, feet: np.ndarray) -> tuple[float, bool]:
     return pen, touching
 
 
+def foot_clearance_native(m, d, feet: np.ndarray, distmax: float = 1.0) -> float:
+    """The smallest signed distance (m) between a foot geom and a world geom
+    (``mj_geomDistance``, capped at ``distmax``)."""
+    ground = np.nonzero(m.geom_bodyid == 0)[0]
+    fromto = np.zeros(6)
+    dists = [
+        mujoco.mj_geomDistance(m, d, int(f), int(g), distmax, fromto) for f in feet for g in ground
+    ]
+    return min(dists, default=distmax)
+
+
+def flight(clearance, dt: float) -> tuple[float, float]:
+    """``(highest clearance (m), longest flight (s))`` of a run's per-control-step foot
+    clearances: the flight is the longest run of consecutive steps with clearance > 0."""
+    c = np.asarray(clearance, float)
+    best = run = 0
+    for up in c > 0:
+        run = run + 1 if up else 0
+        best = max(best, run)
+    return (float(c.max()) if c.size else math.nan), best * dt
+
+
 def foot_contact_slots(sim, feet: np.ndarray) -> np.ndarray:
     """Indices of the MJX contact slots between a foot geom and a world geom (the geom pair of
     every slot is fixed by the model)."""
@@ -89,3 +115,11 @@ def foot_penetration_mjx(dx, slots: np.ndarray):
         return jnp.zeros(()), jnp.zeros((), bool)
     dist = mjx_compat.contacts(dx).dist[slots]
     return jnp.max(jnp.maximum(-dist, 0.0)), jnp.any(dist < 0)
+
+
+def foot_clearance_mjx(dx, slots: np.ndarray):
+    """:func:`foot_clearance_native` on one ``mjx.Data``: the smallest distance of the foot
+    contact ``slots`` (MJX computes it for every slot, also beyond the contact margin)."""
+    if len(slots) == 0:
+        return jnp.full((), jnp.inf)
+    return jnp.min(mjx_compat.contacts(dx).dist[slots])

@@ -36,15 +36,14 @@ state (every ``mjx.Data`` field that MuJoCo's ``MjData`` has, copied after each 
 Reported per run and as means, for both simulators (the training sim run is the same policy from
 the same initial states, nominal model, no latency or pushes):
 
-* fall: ``root height < env.fall_height`` (root height: ``env.root_height(data)`` or the free
-  joint's z), else ``env.terminated(data)`` (said in the report);
+* fall: ``env.fell(data)`` (default ``env.terminated(data)``; the report says which);
 * foot penetration: mean over contact steps (control steps with a foot-ground contact at
   negative distance) of the deepest foot-ground penetration max(0, -dist) (mm); foot geoms
   from ``env.foot_geom_ids``, else geoms whose name contains "foot", else every non-world geom;
-* tracking error (cm), when the env has a reference: ``env.tracking_error(data)`` (metres),
-  ``env.tracking_errors(data)["body_pos_error"]`` (the G1 env), or the mean over
-  ``env.tracked_body_ids`` of |xpos - env.reference_body_positions(data)|, on forward
-  kinematics of the current state;
+* tracking error (cm), when the env has a reference: ``env.tracking_error(data)`` (metres) on
+  forward kinematics of the current state;
+* flight: the highest foot clearance (cm; the smallest foot-ground distance of a control step)
+  and the longest stretch with every foot off the ground (s);
 * return: sum of ``env.reward`` until the fall (the reward of the falling step included).
 """
 

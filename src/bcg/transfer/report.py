@@ -19,11 +19,16 @@ from bcg.transfer.runs import episode_steps, run_native, run_training_sim
 
 
 def summarize(runs: list[dict]) -> dict:
-    """Counts (runs, falls, divergences) and means (ignoring NaN) of per-run dicts."""
+    """Counts (runs, falls, divergences), means (ignoring NaN) of per-run dicts, and the
+    flight of the worst run (the smallest highest clearance and longest flight)."""
 
     def mean(k):
         v = [r[k] for r in runs if r[k] is not None and not math.isnan(r[k])]
         return float(np.mean(v)) if v else math.nan
+
+    def lowest(k):
+        v = [r[k] for r in runs if r.get(k) is not None and not math.isnan(r[k])]
+        return float(np.min(v)) if v else math.nan
 
     return {
         "runs": len(runs),
@@ -33,6 +38,10 @@ def summarize(runs: list[dict]) -> dict:
         "mean_steps": mean("steps"),
         "penetration_mm": mean("penetration_mm"),
         "tracking_error_cm": mean("tracking_error_cm"),
+        "clearance_cm": mean("clearance_cm"),
+        "airborne_s": mean("airborne_s"),
+        "clearance_cm_min": lowest("clearance_cm"),
+        "airborne_s_min": lowest("airborne_s"),
     }
 
 
@@ -85,8 +94,8 @@ def format_report(rep: dict) -> str:
         f"({rep['steps'] * rep['control_dt']:.2f} s) per run",
         "",
         "| simulator | runs | falls | diverged | mean return | mean steps | foot penetration (mm)"
-        " | tracking error (cm) |",
-        "|---|---|---|---|---|---|---|---|",
+        " | tracking error (cm) | foot clearance (cm) | flight (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows = [("training sim (MJX)", "training_sim"), ("native MuJoCo", "native")]
     for label, k in rows:
@@ -96,7 +105,9 @@ def format_report(rep: dict) -> str:
         lines.append(
             f"| {label} | {s['runs']} | {s['falls']}/{s['runs']} | {s['diverged']} | "
             f"{f(s['mean_return'], '.2f')} | {f(s['mean_steps'], '.1f')} | "
-            f"{f(s['penetration_mm'], '.2f')} | {f(s['tracking_error_cm'], '.1f')} |"
+            f"{f(s['penetration_mm'], '.2f')} | {f(s['tracking_error_cm'], '.1f')} | "
+            f"{f(s['clearance_cm'], '.1f')} (min {f(s['clearance_cm_min'], '.1f')}) | "
+            f"{f(s['airborne_s'], '.2f')} (min {f(s['airborne_s_min'], '.2f')}) |"
         )
     if "penetration_gap_mm" in rep:
         lines.append("")

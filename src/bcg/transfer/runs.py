@@ -6,7 +6,8 @@ Each run starts from ``env.initial_data(key)`` (the env's reset distribution; th
 both simulators) and lasts ``cfg.seconds`` (default: one episode) or until a fall. Per run:
 fall, fall time, steps, divergence, return (the sum of ``env.reward`` until the fall, the
 falling step's reward included), mean foot penetration over contact steps (mm), mean tracking
-error (cm), latency and pushes (:mod:`bcg.transfer.measures`).
+error (cm), the highest foot clearance (cm) and the longest flight with every foot off the
+ground (s), latency and pushes (:mod:`bcg.transfer.measures`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def run_native(
         obs = np.asarray(bridge._observe(prev))
         a_prev = None
         ret, pens, touch, track, fell_at, diverged = 0.0, [], 0, [], None, False
+        clear = []
         n_push = 0
         for t in range(T):
             a = np.asarray(pol(obs[None]))[0]
@@ -95,6 +97,7 @@ def run_native(
             if tc:
                 pens.append(p)
                 touch += 1
+            clear.append(measures.foot_clearance_native(mi, d, feet))
             if bridge.has_tracking:
                 track.append(bridge.tracking_error(d))
             if renderer is not None and i == 0:
@@ -114,6 +117,7 @@ def run_native(
                 "penetration_mm": 1e3 * float(np.mean(pens)) if pens else math.nan,
                 "contact_steps": touch,
                 "tracking_error_cm": 100 * float(np.mean(track)) if track else math.nan,
+                **_flight(clear, env.sim.control_dt),
                 "latency_steps": latency,
                 "pushes": n_push,
             }
@@ -149,14 +153,15 @@ def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray, init_env=Non
             p, tc = measures.foot_penetration_mjx(nd, slots)
             te = track(mjx.kinematics(sim.mjx_model, nd)) if track is not None else 0.0
             f = fall(nd) | bad
-            out = (alive, r, p, tc, te, f, bad)
+            c = measures.foot_clearance_mjx(nd, slots)
+            out = (alive, r, p, tc, te, f, bad, c)
             return (nd, alive & ~f), out
 
-        _, (alive, r, p, tc, te, f, bad) = jax.lax.scan(body, (d0, jnp.array(True)), None, T)
-        return alive, r, p, tc, te, f, bad
+        _, out = jax.lax.scan(body, (d0, jnp.array(True)), None, T)
+        return out
 
-    alive, r, p, tc, te, f, bad = jax.jit(jax.vmap(one))(keys)
-    alive, r, p, tc, te, f, bad = (np.asarray(x) for x in (alive, r, p, tc, te, f, bad))
+    out = jax.jit(jax.vmap(one))(keys)
+    alive, r, p, tc, te, f, bad, clear = (np.asarray(x) for x in out)
     runs = []
     for i in range(cfg.runs):
         w = alive[i]
@@ -178,7 +183,14 @@ def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray, init_env=Non
                 "tracking_error_cm": 100 * float(np.mean(te[i][w]))
                 if (track is not None and w.any())
                 else math.nan,
+                **_flight(clear[i][w], sim.control_dt),
                 "latency_steps": 0,
             }
         )
     return runs
+
+
+def _flight(clearance, dt: float) -> dict:
+    """The per-run flight entries of :func:`bcg.transfer.measures.flight`."""
+    top, air = measures.flight(clearance, dt)
+    return {"clearance_cm": 100 * top, "airborne_s": air}
