@@ -162,6 +162,16 @@ def cmd_export(args) -> int:
     return 0 if res["max_abs_diff"] < args.atol else 1
 
 
+def cmd_pack(args) -> int:
+    _run_precision(args.path)
+    from bcg.transfer.pack import pack_policy
+
+    out = pack_policy(args.path, args.out)
+    size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+    print(f"packed the policy of {args.path} -> {out} ({size / 1e6:.2f} MB)")
+    return 0
+
+
 def cmd_transfer(args) -> int:
     if args.runs < 1:
         raise ValueError(f"--runs must be >= 1, got {args.runs}")

@@ -25,8 +25,9 @@ bcg export runs/hopper_jump_shac_bcg_stiff_s0 --onnx policy.onnx
 RUN_COMMANDS = {  # sub-commands that act on a trained run: their help
     "eval": "evaluate a trained policy (deterministic, plain step)",
     "export": "export a trained policy to ONNX (jax2onnx)",
-    "transfer": "run a trained policy in native MuJoCo (falls, penetration, tracking)",
+    "transfer": "run a trained policy in native MuJoCo (falls, penetration, tracking, flight)",
     "deploy": "50 Hz deploy loop over unitree_sdk2 LowCmd/LowState (MuJoCo or robot)",
+    "pack": "the policy alone (run.json + policy.npz, a few MB) for eval / transfer / export",
 }
 
 
@@ -184,4 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dp.add_argument("--seed", type=int, default=0, help="initial state (MuJoCo transport)")
     dp.set_defaults(func=commands.cmd_deploy)
+
+    pk = _run_parser(sub, common, "pack")
+    pk.add_argument("out", help="output folder (a run directory that holds only the policy)")
+    pk.set_defaults(func=commands.cmd_pack)
     return ap

@@ -7,6 +7,7 @@
 ``fn`` folds the observation normalisation in (raw observation in, action in [-1, 1]^A out), a
 closure over the restored parameters, so it can be jitted, run on native-MuJoCo observations or
 exported to ONNX. ``env`` is the *training* environment (training stiffness, the run's task).
+A packed run (:mod:`bcg.transfer.pack`: run.json and policy.npz, no checkpoints) loads the same.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bcg.envs.base import ContactEnv
+from bcg.transfer.pack import POLICY_FILE, load_packed_params
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,24 +64,44 @@ def load_policy(path) -> LoadedPolicy:
         if (run_dir / "ppo_config.json").exists():  # written by train_ppo outside `bcg train`
             return _load_ppo(run_dir, step, None)
         raise FileNotFoundError(f"{run_dir} is not a bcg run directory (missing run.json)")
-    import jax
-
     from bcg.learners import harness, registry
 
     run = json.loads((run_dir / "run.json").read_text())
     if run.get("learner") == "ppo":
         return _load_ppo(run_dir, step, run)
-    if step is None and harness.latest_step(run_dir) is None:
-        raise FileNotFoundError(f"no checkpoint in {run_dir / 'checkpoints'}")
-    env, learner = registry.build(run)
-    template = learner.init(jax.random.PRNGKey(0))
-    state, it, env_steps, _ = harness.restore_checkpoint(run_dir, template, step)
-    params = learner.policy_params(state)
+    if step is None and harness.latest_step(run_dir) is None and (run_dir / POLICY_FILE).exists():
+        env, learner = registry.build(run)
+        params = load_packed_params(run_dir, learner)
+        it, env_steps = run["packed"]["iteration"], run["packed"]["env_steps"]
+    else:
+        run, learner, state, it, env_steps = load_state(path)
+        env, params = learner.env, learner.policy_params(state)
 
     def fn(obs):
         return learner.policy(params, obs)
 
     return LoadedPolicy(fn, env, run, run_dir, it, env_steps, run["learner"])
+
+
+def load_state(path):
+    """``(run, learner, state, iteration, env_steps)``: the whole learner state of a SHAC / BPTT
+    run directory (newest checkpoint) or checkpoint."""
+    import jax
+
+    from bcg.learners import harness, registry
+
+    run_dir, step = split_checkpoint_path(path)
+    if not (run_dir / "run.json").exists():
+        raise FileNotFoundError(f"{run_dir} is not a bcg run directory (missing run.json)")
+    run = json.loads((run_dir / "run.json").read_text())
+    if run.get("learner") == "ppo":
+        raise ValueError(f"{run_dir} is a PPO run: its state is brax's, not a bcg learner's")
+    if step is None and harness.latest_step(run_dir) is None:
+        raise FileNotFoundError(f"no checkpoint in {run_dir / 'checkpoints'}")
+    _, learner = registry.build(run)
+    template = learner.init(jax.random.PRNGKey(0))
+    state, it, env_steps, _ = harness.restore_checkpoint(run_dir, template, step)
+    return run, learner, state, it, env_steps
 
 
 def _load_ppo(run_dir: Path, step: int | None, run: dict | None) -> LoadedPolicy:
