@@ -40,7 +40,11 @@ class Randomizer:
         self.env, self.cfg, self.root = env, cfg, free_root(m)
         self.init_env = env
         self.own = None
-        if not cfg.randomize:
+        if not cfg.randomize:  # an env's own table switched off still picks the start states
+            nominal = env.native_randomization("none")
+            if nominal is not None:
+                self.init_env = nominal.init_env
+                warm_cached_properties(self.init_env)
             self.notes = ["no randomisation"]
             return
         self.own = env.native_randomization(cfg.randomization)

@@ -9,6 +9,9 @@ import pytest
 
 from bcg.envs.g1 import model as gm
 from bcg.envs.g1 import randomization as gr
+from bcg.envs.g1 import tracking as g1
+from bcg.transfer.config import TransferConfig
+from bcg.transfer.randomizer import Randomizer
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -147,3 +150,22 @@ def test_episode_sampling():
     assert quiet.latency == 0 and quiet.pushes == ()
     v = gr.apply_push(np.zeros(35), gr.Push(0, np.array([0.1, 0, 0]), np.array([0, 0, 0.3])))
     assert v[0] == 0.1 and v[5] == 0.3 and not v[6:].any()
+
+
+def test_g1_transfer_runs_play_the_whole_clip():
+    """Training resets at a random clip frame; transfer runs start at frame 0 (with the table's
+    reset noise when randomised, nominal otherwise), so that every run passes the jump."""
+    env = g1.g1_jump(randomization="reset_noise")
+    keys = [jax.random.PRNGKey(i) for i in range(4)]
+    assert len({float(env.initial_data(k).time) for k in keys}) > 1  # random frames
+    m = env.sim.mj_model
+    for randomize in (True, False):
+        init = Randomizer(env, TransferConfig(randomize=randomize), m).init_env
+        assert init.start == "first"
+        d = [init.initial_data(k) for k in keys]
+        assert all(float(x.time) == 0.0 for x in d)
+        q0 = np.asarray(env.reference.qpos[0])
+        spread = max(np.abs(np.asarray(x.qpos) - q0).max() for x in d)
+        assert (spread > 1e-3) if randomize else (spread < 1e-9)
+    with pytest.raises(ValueError, match="start must be"):
+        g1.g1_jump(start="middle")

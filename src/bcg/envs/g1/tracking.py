@@ -5,7 +5,9 @@ the clip; after its end the reference holds the last frame): the MJX ``time`` fi
 phase through every step estimator. Reference state initialisation (:meth:`initial_data`): a
 frame ``k`` uniform over the clip, the state set to the reference ``qpos`` / ``qvel`` of that
 frame (plus reset noise when the randomisation has ``reset_noise`` on), ``time = k control_dt``,
-and the servo targets (``ctrl`` and ``act``) to the reference joints.
+and the servo targets (``ctrl`` and ``act``) to the reference joints. ``start="first"`` starts
+every episode at frame 0 instead (the whole clip; transfer evaluation plays it this way,
+:meth:`G1Tracking.native_randomization`).
 
 State functions. Observation, reward, tracking errors, termination and eval metrics are functions
 of the current state (``qpos``, ``qvel``, ``act``, ``time``) only: body, site and geom poses are
@@ -158,6 +160,7 @@ class G1Tracking(ContactEnv):
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
+    start: str = "random"  # "random" | "first": the reset frame (module docstring)
     w_add: float = 1.0
     discriminator: g1add.Discriminator = dataclasses.field(default_factory=g1add.Discriminator)
 
@@ -172,6 +175,8 @@ class G1Tracking(ContactEnv):
             raise ValueError(
                 f"unknown G1 action mode {self.actions!r}; choose from {', '.join(ACTIONS)}"
             )
+        if self.start not in ("random", "first"):
+            raise ValueError(f"start must be 'random' or 'first', got {self.start!r}")
         if not self.residual_scale > 0:
             raise ValueError(f"residual_scale must be > 0, got {self.residual_scale!r}")
         fps = 1.0 / self.sim.control_dt
@@ -258,7 +263,7 @@ class G1Tracking(ContactEnv):
         m = self.sim.mj_model
         T = self.num_frames
         kf, kr, kj, kp = jax.random.split(key, 4)
-        k = jax.random.randint(kf, (), 0, T - 1)
+        k = jax.random.randint(kf, (), 0, T - 1) if self.start == "random" else jnp.array(0)
         ref = self._ref
         q = ref["qpos"][k]
         v = ref["qvel"][k]
@@ -494,11 +499,12 @@ class G1Tracking(ContactEnv):
 
     def native_randomization(self, spec):
         """The G1 randomisation table (:mod:`bcg.envs.g1.randomization`) for transfer runs,
-        items from ``spec`` (:meth:`Randomization.parse`; None: all)."""
+        items from ``spec`` (:meth:`Randomization.parse`; None: all); each run plays the
+        whole clip from frame 0 (``start="first"``, with the table's reset noise)."""
         from bcg.envs.g1.randomization import NativeRandomization
 
         cfg = Randomization.parse(spec or "all")
-        return NativeRandomization(cfg, dataclasses.replace(self, randomization=cfg))
+        return NativeRandomization(cfg, dataclasses.replace(self, randomization=cfg, start="first"))
 
     def eval_metrics(self, data):
         e = self.tracking_errors(data)
