@@ -105,6 +105,23 @@ def test_reward_is_maximal_on_the_reference(env):
     assert dr == pytest.approx(env.w_action_rate, rel=1e-9)
 
 
+def test_foot_height_term_weighs_the_flight(env):
+    """w_feet exp(-(h - h*)^2 / sigma_feet^2): on the reference it adds w_feet; at the flight's
+    peak frame, feet 5 cm lower than the reference's cost exactly w_feet (1 - exp(-0.05^2 /
+    sigma^2)) more than the other terms' loss of the same shift (the root moves with them)."""
+    import dataclasses
+
+    feet = dataclasses.replace(env, w_feet=2.0)
+    k = int(np.argmax(env.reference.foot_height))
+    assert env.reference.foot_height[k] > 0.1  # the jump's flight
+    _, dx = _data(env, k)
+    assert float(feet.reward(dx, jnp.zeros(29), dx)) == pytest.approx(feet.max_reward, abs=1e-9)
+    assert feet.max_reward == pytest.approx(env.max_reward + 2.0)
+    _, low = _data(env, k, z_shift=-0.05)
+    added = float(feet.reward(dx, jnp.zeros(29), low)) - float(env.reward(dx, jnp.zeros(29), low))
+    assert added == pytest.approx(2.0 * np.exp(-(0.05**2) / 0.1**2), rel=1e-6)
+
+
 def test_termination_by_root_height(env):
     _, low = _data(env, 0, z_shift=-0.45)  # pelvis at about 0.31 m
     assert not bool(env.terminated(low))

@@ -53,14 +53,17 @@ against its reference frame:
       + w_body_rot exp(-mean_b e_R(b)^2 / 0.4^2)
       + w_joint exp(-mean_j (q_j - q*_j)^2 / 0.3^2)
       + w_lin_vel exp(-|v - v*|^2 / 1.0^2)  +  w_ang_vel exp(-|w - w*|^2 / 3.14^2)
+      + w_feet exp(-(h - h*)^2 / 0.1^2)
       - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2
 
 with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small errors; smooth,
 unlike the geodesic angle), body sums over the 14 tracked bodies, ``u`` the servo targets
 (``data.act`` of the servo filter, see :mod:`bcg.envs.g1.model`; the term is 0 if the model has
 no action memory). Weights: root 0.5 / 0.5, bodies 1 / 1, joints 1, velocities 0.5 / 0.5,
-action rate 0.8 (the paper's weight, on the mean over joints). Terminated when the root is below
-0.3 m (the paper).
+action rate 0.8 (the paper's weight, on the mean over joints). ``h``: the lowest foot-sphere
+bottom (``h*`` the reference's; equal at 0 while both stand, so the term weighs the flight
+phase), ``w_feet`` 0 by default (an addition to BeyondMimic's terms). Terminated when the root
+is below 0.3 m (the paper).
 
 Reward ``reward="add"`` (the paper's; :mod:`bcg.envs.g1.add`): ``r = w_add r_ADD(D_phi(delta))
 - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2`` with delta the scaled difference of
@@ -157,6 +160,8 @@ class G1Tracking(ContactEnv):
     sigma_joint: float = 0.3
     sigma_lin_vel: float = 1.0
     sigma_ang_vel: float = 3.14
+    w_feet: float = 0.0
+    sigma_feet: float = 0.1
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
@@ -383,7 +388,14 @@ class G1Tracking(ContactEnv):
             "lin_vel": jnp.sum((data.qvel[0:3] - ref["qvel"][k, 0:3]) ** 2),
             "ang_vel": jnp.sum((data.qvel[3:6] - ref["qvel"][k, 3:6]) ** 2),
             "body_pos_error": jnp.mean(jnp.linalg.norm(xb - xr, axis=-1)),
+            "feet": (self._foot_low(kin) - jnp.asarray(self.reference.foot_height)[k]) ** 2,
         }
+
+    def _foot_low(self, kin):
+        """The lowest foot-sphere bottom (m) of forward kinematics ``kin``."""
+        feet = self.foot_geom_ids
+        size = jnp.asarray(self.sim.mj_model.geom_size[feet, 0])
+        return jnp.min(kin.geom_xpos[feet, 2] - size)
 
     # ------------------------------------------------------------------ ADD reward
 
@@ -469,6 +481,7 @@ class G1Tracking(ContactEnv):
             + self.w_joint * jnp.exp(-e["joint"] / self.sigma_joint**2)
             + self.w_lin_vel * jnp.exp(-e["lin_vel"] / self.sigma_lin_vel**2)
             + self.w_ang_vel * jnp.exp(-e["ang_vel"] / self.sigma_ang_vel**2)
+            + self.w_feet * jnp.exp(-e["feet"] / self.sigma_feet**2)
         )
         if self.sim.mj_model.na:
             r = r - self.w_action_rate * self._action_rate(data, next_data)
@@ -487,6 +500,7 @@ class G1Tracking(ContactEnv):
             + self.w_joint
             + self.w_lin_vel
             + self.w_ang_vel
+            + self.w_feet
         )
 
     def terminated(self, data):
@@ -508,9 +522,7 @@ class G1Tracking(ContactEnv):
 
     def eval_metrics(self, data):
         e = self.tracking_errors(data)
-        feet = self.foot_geom_ids
-        size = jnp.asarray(self.sim.mj_model.geom_size[feet, 0])
-        low = jnp.min(self.kinematics(data).geom_xpos[feet, 2] - size)
+        low = self._foot_low(self.kinematics(data))
         return {
             "root_height": data.qpos[2],
             "body_pos_error": e["body_pos_error"],
