@@ -2,6 +2,7 @@
 came from, in load_policy and through the CLI, and a policy.npz that does not fit is an error."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -35,3 +36,11 @@ def test_a_policy_file_of_another_network_is_an_error(hopper_run, tmp_path):
         load_policy(out)
     with pytest.raises(ValueError, match="another folder"):
         pack_policy(run_dir, run_dir)
+
+
+def test_packed_metrics_end_at_the_packed_iteration(hopper_run, tmp_path):
+    run_dir, _, _, _ = hopper_run
+    src = shutil.copytree(run_dir, tmp_path / "run")
+    (src / "metrics.csv").write_text("iteration,env_steps\n1,8\n2,16\n3,24\n")
+    out = pack_policy(src / "checkpoints" / "1", tmp_path / "packed")
+    assert (out / "metrics.csv").read_text() == "iteration,env_steps\n1,8\n"

@@ -39,7 +39,17 @@ def pack_policy(path, out) -> Path:
     for name in COPIED:
         if (run_dir / name).exists():
             shutil.copy2(run_dir / name, out / name)
+    _trim_rows(out / "metrics.csv", it)
     return out
+
+
+def _trim_rows(path: Path, iteration: int) -> None:
+    """Keep the CSV rows up to the packed iteration (a run may have logged past it)."""
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines()
+    keep = [lines[0]] + [x for x in lines[1:] if int(float(x.split(",")[0])) <= iteration]
+    path.write_text("\n".join(keep) + "\n")
 
 
 def load_packed_params(run_dir: Path, learner):
