@@ -21,7 +21,7 @@ reproduces the uninterrupted one exactly (same compiled program on the same devi
 ``init_from`` (``bcg train --init-from``) starts a new run as a further *stage* of another:
 its whole learner state (parameters, optimiser moments, normalisers, environments, RNG key) is
 restored from that run's newest (or a given) checkpoint, while the env, e.g. its reward weights,
-is this run's. Iterations count from 0; ``env_steps`` and ``wall_time`` continue from the
+is this run's. Iterations count from 1 again; ``env_steps`` and ``wall_time`` continue from the
 source checkpoint's, so that curves of the stages join on the total budget.
 
 Devices: ``train(..., devices=N)`` (``bcg train --devices N``; default all of
