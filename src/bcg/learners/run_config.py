@@ -121,8 +121,8 @@ def run_description(opts: TrainOptions) -> dict:
             raise ValueError("--init-from applies to shac / bptt (brax PPO keeps its own state)")
         from bcg.transfer.policy import split_checkpoint_path
 
-        src, step = split_checkpoint_path(opts.init_from)  # FileNotFoundError if missing
-        run["init_from"] = str(src / "checkpoints" / str(step)) if step is not None else str(src)
+        split_checkpoint_path(opts.init_from)  # FileNotFoundError if missing
+        run["init_from"] = str(opts.init_from)
     return run
 
 

@@ -74,7 +74,7 @@ def load_policy(path) -> LoadedPolicy:
         params = load_packed_params(run_dir, learner)
         it, env_steps = run["packed"]["iteration"], run["packed"]["env_steps"]
     else:
-        run, learner, state, it, env_steps = load_state(path)
+        learner, state, it, env_steps = _restore(run_dir, step, run)
         env, params = learner.env, learner.policy_params(state)
 
     def fn(obs):
@@ -86,22 +86,28 @@ def load_policy(path) -> LoadedPolicy:
 def load_state(path):
     """``(run, learner, state, iteration, env_steps)``: the whole learner state of a SHAC / BPTT
     run directory (newest checkpoint) or checkpoint."""
-    import jax
-
-    from bcg.learners import harness, registry
-
     run_dir, step = split_checkpoint_path(path)
     if not (run_dir / "run.json").exists():
         raise FileNotFoundError(f"{run_dir} is not a bcg run directory (missing run.json)")
     run = json.loads((run_dir / "run.json").read_text())
     if run.get("learner") == "ppo":
         raise ValueError(f"{run_dir} is a PPO run: its state is brax's, not a bcg learner's")
+    return (run, *_restore(run_dir, step, run))
+
+
+def _restore(run_dir: Path, step: int | None, run: dict):
+    """``(learner, state, iteration, env_steps)`` of the SHAC / BPTT run ``run`` from its
+    checkpoint ``step`` (None: the newest)."""
+    import jax
+
+    from bcg.learners import harness, registry
+
     if step is None and harness.latest_step(run_dir) is None:
         raise FileNotFoundError(f"no checkpoint in {run_dir / 'checkpoints'}")
     _, learner = registry.build(run)
     template = learner.init(jax.random.PRNGKey(0))
     state, it, env_steps, _ = harness.restore_checkpoint(run_dir, template, step)
-    return run, learner, state, it, env_steps
+    return learner, state, it, env_steps
 
 
 def _load_ppo(run_dir: Path, step: int | None, run: dict | None) -> LoadedPolicy:
