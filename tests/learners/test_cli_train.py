@@ -4,11 +4,13 @@ fast test; the real hopper-jump task with BCG in the slow one)."""
 import json
 
 import jax
+import numpy as np
 import pytest
 from toy import toy_env
 
 from bcg import cli
 from bcg.envs import POLICY_ENVS
+from bcg.transfer.policy import load_state
 
 TINY = ["--num-envs", "2", "--horizon", "4", "--actor-hidden", "8", "--critic-hidden", "8"]
 
@@ -90,6 +92,25 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
     steps = [int(r.split(",")[1]) for r in rows[1:]]
     row = (stage / "metrics.csv").read_text().splitlines()[1].split(",")
     assert row[0] == "1" and int(row[1]) == steps[1] + (steps[1] - steps[0])
+    # a stage from the *packed* checkpoint 2 (actor + normaliser only): same starting policy,
+    # env steps continue, and with critic_warmup=1 its one iteration leaves the actor as it was
+    packed = tmp_path / "packed"
+    assert cli.main(["pack", str(run / "checkpoints" / "2"), str(packed)]) == 0
+    stage_p = tmp_path / "stage_packed"
+    argv3 = [*argv2[:-1], str(packed), "--run-dir", str(stage_p)]
+    assert cli.main([*argv3, "--param", "shac.critic_warmup=1"]) == 0
+    ev = json.loads((stage_p / "eval.json").read_text())
+    assert ev["initial"]["mean_return"] == pytest.approx(second["mean_return"], rel=1e-12)
+    row = (stage_p / "metrics.csv").read_text().splitlines()[1].split(",")
+    assert row[0] == "1" and int(row[1]) == steps[1] + (steps[1] - steps[0])
+    # the actor is held through the warm-up (the normaliser still learns); without it, it moves
+    stage_q = tmp_path / "stage_packed_nowarmup"
+    assert cli.main([*argv2[:-1], str(packed), "--run-dir", str(stage_q)]) == 0
+    start = jax.tree_util.tree_leaves(load_state(run / "checkpoints" / "2")[2].actor)
+    held = jax.tree_util.tree_leaves(load_state(stage_p)[2].actor)
+    moved = jax.tree_util.tree_leaves(load_state(stage_q)[2].actor)
+    assert all(np.array_equal(a, b) for a, b in zip(start, held, strict=True))
+    assert not all(np.array_equal(a, b) for a, b in zip(start, moved, strict=True))
     # another network size is not the same learner state: a clear error, nothing trained
     bad = [*argv2[:-1], str(run), "--run-dir", str(tmp_path / "bad"), "--actor-hidden", "4"]
     assert cli.main(bad) == 2

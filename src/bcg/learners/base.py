@@ -80,6 +80,17 @@ class Learner(abc.ABC):
     def policy_params(self, state):
         return {"actor": state.actor, "obs_rms": state.obs_rms}
 
+    def with_policy_params(self, state, params):
+        """``state`` with the policy parameters ``params`` (:meth:`policy_params`: actor and
+        observation normaliser) and fresh actor optimiser moments; the rest (critic, return
+        normaliser, environments) is kept: how a run starts from a packed policy."""
+        return dataclasses.replace(
+            state,
+            actor=params["actor"],
+            obs_rms=params["obs_rms"],
+            actor_opt=self.actor_optimizer.init(params["actor"]),
+        )
+
     def policy(self, params, obs):
         """Deterministic action tanh(mu(o)) on the normalised observation."""
         o = self._norm_obs(params["obs_rms"], obs)

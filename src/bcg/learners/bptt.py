@@ -108,6 +108,10 @@ class BPTT(Learner):
     def env_steps_per_iteration(self) -> int:
         return self.cfg.num_envs * self.horizon
 
+    @property
+    def actor_optimizer(self):
+        return self.tx
+
     def init(self, key) -> State:
         n_obs = self.env.observation_size
         k_a, key = jax.random.split(key)

@@ -22,7 +22,11 @@ reproduces the uninterrupted one exactly (same compiled program on the same devi
 its whole learner state (parameters, optimiser moments, normalisers, environments, RNG key) is
 restored from that run's newest (or a given) checkpoint, while the env, e.g. its reward weights,
 is this run's. Iterations count from 1 again; ``env_steps`` and ``wall_time`` continue from the
-source checkpoint's, so that curves of the stages join on the total budget.
+source checkpoint's, so that curves of the stages join on the total budget. From a *packed*
+policy (:mod:`bcg.transfer.pack`, which keeps only actor and observation normaliser) the new
+run takes those two and starts everything else afresh (critic, optimiser moments, return
+normaliser, environments); ``SHACConfig.critic_warmup`` then holds the actor for the first
+iterations while the fresh critic learns the policy's values.
 
 Devices: ``train(..., devices=N)`` (``bcg train --devices N``; default all of
 ``jax.devices()``) shards the environment batch over N devices (``learner.sharded``, see
@@ -182,6 +186,20 @@ def restore_checkpoint(run_dir, template_state, step: int | None = None, strict:
     return state, int(p["iteration"]), int(p["env_steps"]), float(p["wall_time"])
 
 
+def _init_from_packed(learner, state, src: Path):
+    """``(state, env_steps, wall_time)``: ``state`` with the packed policy of ``src``
+    (:mod:`bcg.transfer.pack`); env steps and wall time continue from the packed ones (wall
+    time: the source's metrics row of the packed iteration, 0 if it has none)."""
+    from bcg.transfer.pack import load_packed_params
+
+    run = json.loads((src / "run.json").read_text())
+    packed = run.get("packed", {})
+    state = learner.with_policy_params(state, load_packed_params(src, learner))
+    it = packed.get("iteration")
+    walls = [float(r["wall_time"]) for r in _read_rows(src / CSV_FILE) if int(r["iteration"]) == it]
+    return state, int(packed.get("env_steps", 0)), walls[-1] if walls else 0.0
+
+
 # ---------------------------------------------------------------------------- logging
 
 
@@ -338,7 +356,10 @@ def train(
             from bcg.transfer.policy import split_checkpoint_path
 
             src, step = split_checkpoint_path(init_from)
-            state, _, env_steps, wall0 = restore_checkpoint(src, state, step, strict=True)
+            if step is None and latest_step(src) is None and (src / "policy.npz").exists():
+                state, env_steps, wall0 = _init_from_packed(learner, state, src)
+            else:
+                state, _, env_steps, wall0 = restore_checkpoint(src, state, step, strict=True)
 
     state, step_fn = compile_iteration(learner, state)
     evals = {}

@@ -105,6 +105,7 @@ class SHACConfig:
     init_log_std: float = 0.0
     normalize_obs: bool = True
     normalize_returns: bool = True
+    critic_warmup: int = 0  # first iterations with actor learning rate 0 (a fresh critic)
 
     @classmethod
     def paper(cls, **kw) -> SHACConfig:
@@ -218,6 +219,10 @@ class SHAC(Learner):
     @property
     def env_steps_per_iteration(self) -> int:
         return self.cfg.num_envs * self.cfg.horizon
+
+    @property
+    def actor_optimizer(self):
+        return self.actor_tx
 
     # ------------------------------------------------------------------ state
 
@@ -391,6 +396,7 @@ class SHAC(Learner):
         )(state.actor, state, k_roll, probe)
         clean = clean_actor_gradient(zeroed, window_keep(traj.diverged))
         lr_a = linear_lr(c.actor_lr, c.lr_end, state.iteration, self.iterations)
+        lr_a = jnp.where(state.iteration < c.critic_warmup, 0.0, lr_a)
         actor, actor_opt, ok_a = guarded_step(
             self.actor_tx, state.actor, state.actor_opt, grads, lr_a, loss, clean
         )

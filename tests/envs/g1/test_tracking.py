@@ -144,6 +144,27 @@ def test_reference_state_initialisation(env):
     assert len(frames) >= 6  # random phases
 
 
+def test_start_focus_draws_its_share_of_resets_from_the_window(env):
+    import dataclasses
+
+    dt = env.sim.control_dt
+    focus = dataclasses.replace(env, start_focus=[60, 70], start_focus_prob=0.5)
+    assert focus.start_focus == (60, 70)  # a JSON list from --param becomes a tuple
+    keys = jax.random.split(jax.random.PRNGKey(0), 400)
+    frames = np.asarray(jax.vmap(lambda k: jnp.round(focus.initial_data(k).time / dt))(keys))
+    inside = np.mean((frames >= 60) & (frames < 70))
+    # 0.5 from the window + 0.5 * 10 / 155 from the uniform draw; 400 draws: sd ~0.025
+    assert 0.42 < inside < 0.64 and len(set(frames[(frames < 60) | (frames >= 70)])) > 50
+    only = dataclasses.replace(env, start_focus=(60, 70), start_focus_prob=1.0)
+    f_only = np.asarray(jax.vmap(lambda k: jnp.round(only.initial_data(k).time / dt))(keys[:50]))
+    assert f_only.min() >= 60 and f_only.max() <= 69
+    for bad, msg in [((70, 60), "start_focus"), ((0, 500), "start_focus"), ((0,), "start_focus")]:
+        with pytest.raises(ValueError, match=msg):
+            dataclasses.replace(env, start_focus=bad)
+    with pytest.raises(ValueError, match="start_focus_prob"):
+        dataclasses.replace(env, start_focus_prob=1.5)
+
+
 def test_reset_noise_when_randomised():
     env = g1_tracking("jump", randomization=Randomization.full().only("reset_noise"))
     dt = env.sim.control_dt

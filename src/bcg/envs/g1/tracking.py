@@ -7,7 +7,9 @@ frame ``k`` uniform over the clip, the state set to the reference ``qpos`` / ``q
 frame (plus reset noise when the randomisation has ``reset_noise`` on), ``time = k control_dt``,
 and the servo targets (``ctrl`` and ``act``) to the reference joints. ``start="first"`` starts
 every episode at frame 0 instead (the whole clip; transfer evaluation plays it this way,
-:meth:`G1Tracking.native_randomization`).
+:meth:`G1Tracking.native_randomization`). ``start_focus=(a, b)``: a share ``start_focus_prob``
+of the random starts is drawn uniform over frames ``[a, b)`` instead of the whole clip (to
+practise a short, hard part such as a jump's push-off and flight more often).
 
 State functions. Observation, reward, tracking errors, termination and eval metrics are functions
 of the current state (``qpos``, ``qvel``, ``act``, ``time``) only: body, site and geom poses are
@@ -166,6 +168,8 @@ class G1Tracking(ContactEnv):
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
     start: str = "random"  # "random" | "first": the reset frame (module docstring)
+    start_focus: tuple[int, int] | None = None  # start="random": frames [a, b) drawn more often
+    start_focus_prob: float = 0.5  # share of resets drawn from start_focus
     w_add: float = 1.0
     discriminator: g1add.Discriminator = dataclasses.field(default_factory=g1add.Discriminator)
 
@@ -182,6 +186,16 @@ class G1Tracking(ContactEnv):
             )
         if self.start not in ("random", "first"):
             raise ValueError(f"start must be 'random' or 'first', got {self.start!r}")
+        if self.start_focus is not None:
+            focus = tuple(int(x) for x in self.start_focus)
+            object.__setattr__(self, "start_focus", focus)  # a JSON list from --param
+            if len(focus) != 2 or not 0 <= focus[0] < focus[1] <= self.clip.num_frames - 1:
+                raise ValueError(
+                    f"start_focus must be frames [a, b) with 0 <= a < b <= "
+                    f"{self.clip.num_frames - 1} (the clip's last start frame), got {focus}"
+                )
+        if not 0.0 <= self.start_focus_prob <= 1.0:
+            raise ValueError(f"start_focus_prob must be in [0, 1], got {self.start_focus_prob!r}")
         if not self.residual_scale > 0:
             raise ValueError(f"residual_scale must be > 0, got {self.residual_scale!r}")
         fps = 1.0 / self.sim.control_dt
@@ -269,6 +283,10 @@ class G1Tracking(ContactEnv):
         T = self.num_frames
         kf, kr, kj, kp = jax.random.split(key, 4)
         k = jax.random.randint(kf, (), 0, T - 1) if self.start == "random" else jnp.array(0)
+        if self.start == "random" and self.start_focus is not None:
+            k_focus, k_pick = jax.random.split(jax.random.fold_in(kf, 1))
+            focus = jax.random.randint(k_focus, (), *self.start_focus)
+            k = jnp.where(jax.random.uniform(k_pick) < self.start_focus_prob, focus, k)
         ref = self._ref
         q = ref["qpos"][k]
         v = ref["qvel"][k]
