@@ -65,6 +65,21 @@ def test_pd_gains_match_beyondmimic_table(m):
     assert np.allclose(m.actuator_ctrlrange[m.actuator("left_knee_joint").id], m.jnt_range[j])
 
 
+def test_kp_scale_stiffens_every_servo_at_the_same_damping_ratio(m):
+    from bcg.envs.g1.tracking import g1_tracking
+
+    stiff = gm.mj_model(kp_scale=2.5)
+    np.testing.assert_allclose(stiff.actuator_gainprm[:, 0], 2.5 * m.actuator_gainprm[:, 0])
+    np.testing.assert_allclose(stiff.actuator_biasprm[:, 1], 2.5 * m.actuator_biasprm[:, 1])
+    np.testing.assert_allclose(stiff.actuator_biasprm[:, 2], 2.5**0.5 * m.actuator_biasprm[:, 2])
+    env = g1_tracking("jump", config={"kp_scale": 2.5})  # --param 'env.config={...}'
+    np.testing.assert_allclose(env.sim.mj_model.actuator_gainprm, stiff.actuator_gainprm)
+    with pytest.raises(ValueError, match="kp_scal"):
+        g1_tracking("jump", config={"kp_scal": 2.5})
+    with pytest.raises(ValueError, match="kp_scale must be > 0"):
+        gm.mj_model(kp_scale=0.0)
+
+
 def test_action_memory_act_follows_ctrl_within_a_physics_step(m):
     d = mujoco.MjData(m)
     mujoco.mj_resetDataKeyframe(m, d, 0)

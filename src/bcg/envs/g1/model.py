@@ -23,7 +23,11 @@ rotor inertia (armature) with a 10 Hz natural frequency and damping ratio 2,
 ``kp = armature * w^2``, ``kd = 2 * 2 * armature * w``, ``w = 2 pi 10``, i.e. hip pitch / yaw and
 waist yaw (7520-14 motor) kp 40.2 kd 2.56, hip roll and knee (7520-22) kp 99.1 kd 6.31,
 shoulders / elbow / wrist roll (5020) kp 14.3 kd 0.91, ankles and waist roll / pitch (two 5020)
-kp 28.5 kd 1.81, wrist pitch / yaw (4010) kp 16.8 kd 1.07.
+kp 28.5 kd 1.81, wrist pitch / yaw (4010) kp 16.8 kd 1.07. ``G1Config.kp_scale`` multiplies
+every kp (and kd by its square root: the same damping ratio at a higher natural frequency);
+Unitree's G1 example (``unitree_rl_gym``, ``deploy/deploy_mujoco/configs/g1.yaml``) servos hips
+/ knees / ankles at kp 100 / 150 / 40, i.e. 1.0-2.5x these gains on the legs, more on the waist
+and arms.
 
 Optionally (``action_memory``, default on) each servo's target passes through a first-order
 ``filterexact`` activation with a 1 ms time constant and ``actearly``: the applied target is
@@ -196,10 +200,13 @@ def source_mjcf(mjcf: str | os.PathLike | None = None) -> Path:
     return p
 
 
-def pd_gains(armature: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(kp, kd)`` per joint from the reflected inertia (BeyondMimic / mjlab rule)."""
+def pd_gains(armature: np.ndarray, kp_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """``(kp, kd)`` per joint from the reflected inertia (BeyondMimic / mjlab rule):
+    ``kp = s a w^2``, ``kd = 2 zeta a w sqrt(s)`` with ``s = kp_scale``, i.e. the natural
+    frequency ``w`` times ``sqrt(s)`` at the same damping ratio ``zeta``."""
     a = np.asarray(armature, float)
-    return a * NATURAL_FREQ**2, 2.0 * DAMPING_RATIO * a * NATURAL_FREQ
+    s = float(kp_scale)
+    return s * a * NATURAL_FREQ**2, 2.0 * DAMPING_RATIO * a * NATURAL_FREQ * np.sqrt(s)
 
 
 def _body_children(body):
@@ -218,6 +225,7 @@ def build_spec(
     friction: float = FOOT_FRICTION,
     action_memory: bool = True,
     visuals: bool = True,
+    kp_scale: float = 1.0,
     timestep: float = PHYSICS_DT,
     native_iterations: int = 10,
 ) -> mujoco.MjSpec:
@@ -297,10 +305,10 @@ def build_spec(
     if visuals:
         _add_visuals(spec)
 
-    # position servos with BeyondMimic gains
+    # position servos with BeyondMimic gains (kp x kp_scale, kd x sqrt(kp_scale))
     for jname in JOINT_NAMES:
         j = spec.joint(jname)
-        kp, kd = pd_gains(np.array([j.armature]))
+        kp, kd = pd_gains(np.array([j.armature]), kp_scale)
         act = spec.add_actuator(name=jname, target=jname, trntype=mujoco.mjtTrn.mjTRN_JOINT)
         act.set_to_position(kp=float(kp[0]), kv=float(kd[0]))
         act.ctrllimited = 1
@@ -351,13 +359,14 @@ def _add_visuals(spec: mujoco.MjSpec) -> None:
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled(mjcf, foot_radius, friction, action_memory, visuals) -> mujoco.MjModel:
+def _compiled(mjcf, foot_radius, friction, action_memory, visuals, kp_scale) -> mujoco.MjModel:
     spec = build_spec(
         mjcf,
         foot_radius=foot_radius,
         friction=friction,
         action_memory=action_memory,
         visuals=visuals,
+        kp_scale=kp_scale,
     )
     m = spec.compile()
     q = crouch_qpos(m)
@@ -375,12 +384,17 @@ def mj_model(
     friction: float = FOOT_FRICTION,
     action_memory: bool = True,
     visuals: bool = True,
+    kp_scale: float = 1.0,
 ) -> mujoco.MjModel:
     """A fresh native G1 model (a copy; keyframe 0 is the default crouch standing on the floor)."""
     import copy
 
+    if not kp_scale > 0:
+        raise ValueError(f"kp_scale must be > 0, got {kp_scale!r}")
     src = str(source_mjcf(mjcf))
-    return copy.copy(_compiled(src, float(foot_radius), float(friction), action_memory, visuals))
+    return copy.copy(
+        _compiled(src, float(foot_radius), float(friction), action_memory, visuals, float(kp_scale))
+    )
 
 
 def joint_qpos_indices(m: mujoco.MjModel) -> np.ndarray:
@@ -475,6 +489,7 @@ class G1Config:
     friction: float = FOOT_FRICTION
     action_memory: bool = True
     visuals: bool = True
+    kp_scale: float = 1.0  # servo stiffness x this, damping x its square root (pd_gains)
 
 
 def load_g1(
@@ -498,6 +513,7 @@ def load_g1(
         friction=c.friction,
         action_memory=c.action_memory,
         visuals=c.visuals,
+        kp_scale=c.kp_scale,
     )
     return load(
         m,

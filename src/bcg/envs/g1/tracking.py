@@ -554,7 +554,7 @@ def g1_tracking(
     stiffness="stiff",
     *,
     randomization: Randomization | str | None = None,
-    config: g1m.G1Config | None = None,
+    config: g1m.G1Config | dict | None = None,
     solver_iterations: int = 1,
     reward: str = "tracking",
     discriminator: g1add.Discriminator | dict | None = None,
@@ -564,7 +564,8 @@ def g1_tracking(
 
     ``reward``: ``"tracking"`` (default) or ``"add"`` (:mod:`bcg.envs.g1.add`, SHAC only);
     ``discriminator``: the ADD network settings (a :class:`Discriminator` or a dict of its
-    fields)."""
+    fields); ``config``: the model options (a :class:`G1Config` or a dict of its fields, e.g.
+    ``--param 'env.config={"kp_scale": 2.5}'``)."""
     if reward not in REWARDS:
         raise ValueError(f"unknown G1 reward {reward!r}; choose from {', '.join(REWARDS)}")
     if isinstance(discriminator, dict):
@@ -574,6 +575,11 @@ def g1_tracking(
         discriminator = g1add.Discriminator(**discriminator)
     if discriminator is not None:
         kw["discriminator"] = discriminator
+    if isinstance(config, dict):
+        bad = set(config) - {f.name for f in dataclasses.fields(g1m.G1Config)}
+        if bad:
+            raise ValueError(f"the G1 model has no setting(s) {sorted(bad)} (G1Config)")
+        config = g1m.G1Config(**config)
     sim: Sim = g1m.load_g1(stiffness, config=config, solver_iterations=solver_iterations)
     fps = 1.0 / sim.control_dt
     if isinstance(clip, g1clips.Clip):
