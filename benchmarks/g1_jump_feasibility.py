@@ -9,6 +9,8 @@ place of a policy, each control step ``k``:
 ``L`` frames of phase lead, ``alpha`` the joint-error feedback gain (``alpha = 1`` doubles the
 servos' proportional gain in effect), ``r`` the residual bound (the training's
 ``env.residual_scale``; ``inf`` for none). ``L = alpha = 0`` replays the clip through the servos.
+A second table replays the clip (``L = alpha = 0``) on models whose servos are stiffer,
+``G1Config.kp_scale`` s in ``--kp-scales`` (kp x s, kd x sqrt(s)).
 Per law it prints the highest lowest-foot clearance, the longest airborne stretch (lowest foot
 above 5 mm, the transfer's flight measure), whether the root fell below 0.3 m and the largest
 residual used. No balance feedback on the base: a law that flies may still topple, which is
@@ -40,7 +42,7 @@ LAWS = [  # (lead L, gain alpha, residual bound r)
 ]
 
 
-def play(env, lead: int, alpha: float, bound: float) -> dict:
+def play(env, lead: int, alpha: float, bound: float = np.inf) -> dict:
     """One clip playback under the feedback law (module docstring)."""
     m = env.sim.mj_model
     ref = env.reference
@@ -83,16 +85,21 @@ def play(env, lead: int, alpha: float, bound: float) -> dict:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--kp-scales", default="1,2,2.5,3", help="comma list for the replay table")
     args = ap.parse_args(argv)
     env = g1_jump("stiff")
     ref = env.reference
     rows = [play(env, *law) for law in LAWS]
+    scales = [float(x) for x in args.kp_scales.split(",") if x]
+    replays = [
+        {"kp_scale": s, **play(g1_jump("stiff", config={"kp_scale": s}), 0, 0.0)} for s in scales
+    ]
     clip = {
         "clearance_cm": 100 * float(ref.foot_height.max()),
         "flight_frames": int(np.sum(ref.foot_height > 0.005)),
     }
     if args.json:
-        print(json.dumps({"clip": clip, "laws": rows}, indent=1))
+        print(json.dumps({"clip": clip, "laws": rows, "kp_scale_replays": replays}, indent=1))
         return
     print(f"clip: foot clearance {clip['clearance_cm']:.1f} cm, {clip['flight_frames']} frames")
     print("lead alpha bound | clearance (cm) flight (s) fell max residual (rad)")
@@ -101,6 +108,12 @@ def main(argv=None):
         print(
             f"{r['lead']:4d} {r['alpha']:5.1f} {b:>5} | {r['clearance_cm']:14.1f} "
             f"{r['flight_s']:10.2f} {str(r['fell']):>5} {r['max_residual_rad']:8.2f}"
+        )
+    print("clip replay (zero residual) | clearance (cm) flight (s) fell")
+    for r in replays:
+        print(
+            f"kp_scale {r['kp_scale']:4.1f}               | {r['clearance_cm']:14.1f} "
+            f"{r['flight_s']:10.2f} {str(r['fell']):>5}"
         )
 
 
