@@ -9,7 +9,7 @@ weights) against env steps and against wall time, and writes ``training.png`` ne
 packed policy (:func:`bcg.learners.harness.plot_training`).
 
     .venv/bin/python benchmarks/g1_curves.py \\
-        "A: stiff + SHAC + BCG=results/g1/A_stage1,results/g1/A_stage2,results/g1/A_stage3" \\
+        "A: stiff + SHAC + BCG=results/g1/A_stage1,results/g1/A_stage2" \\
         "C: stiff + SHAC=results/g1/C_partial" "B: soft + SHAC=results/g1/B" \\
         --out results/g1/curves.png
 
