@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import mujoco
@@ -57,6 +58,11 @@ class Sim:
       substeps: physics steps per control step.
       stiffness: the contact stiffness applied.
       name: a label (file name or task name).
+      model_at: optional per-state model, ``model_at(mjx_model, data) -> mjx.Model``: the
+        model every control step of ``data`` runs with (:meth:`model_for`). A task whose
+        environments each carry their own parameters in the state (per-environment domain
+        randomisation, drawn into ``data.userdata`` at reset) sets it; since it reads the
+        state, every copy of a state (a BCG branch, a reset) keeps its environment's model.
     """
 
     mj_model: mujoco.MjModel
@@ -64,6 +70,11 @@ class Sim:
     substeps: int
     stiffness: ContactStiffness
     name: str = "model"
+    model_at: Callable | None = None
+
+    def model_for(self, data) -> mjx.Model:
+        """The MJX model that steps ``data``: ``model_at(mjx_model, data)``, or ``mjx_model``."""
+        return self.mjx_model if self.model_at is None else self.model_at(self.mjx_model, data)
 
     @property
     def physics_dt(self) -> float:

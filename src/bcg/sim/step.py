@@ -43,7 +43,7 @@ def control_step(
     over the substeps (ncon,), or with ``per_substep`` every substep's (substeps, ncon) (the
     signals of BCG's trigger, :mod:`bcg.estimators.trigger`).
     """
-    m = sim.mjx_model
+    m = sim.model_for(d)
     if sim.nu:
         d = d.replace(ctrl=jnp.asarray(ctrl, d.ctrl.dtype).reshape(d.ctrl.shape))
 

@@ -122,6 +122,47 @@ def test_mjx_twin_ranges_and_vmap(m):
     np.testing.assert_array_equal(np.asarray(off.actuator_gainprm), m.actuator_gainprm)
 
 
+def test_mjx_draws_reproduce_the_native_randomisation(m):
+    """The MJX twin from ``rng.random(num_draws)`` equals native ``randomize`` with that seed
+    (every item on): same draw order, same ranges."""
+    cfg = gr.Randomization.full()
+    for seed in (0, 3):
+        native = gr.randomize(m, seed, cfg)
+        draws = np.random.default_rng(seed).random(gr.num_draws(m))
+        twin = gr.randomize_mjx_draws(mjx.put_model(m), draws, cfg, m)
+        for f in FIELDS:
+            np.testing.assert_allclose(
+                np.asarray(getattr(twin, f)), getattr(native, f), rtol=2e-6, atol=1e-7, err_msg=f
+            )
+
+
+def test_per_environment_models_in_training():
+    """With a model item on, each reset draws its environment's model into ``userdata`` and
+    ``sim.model_for`` steps that state with it; a state without draws gets the nominal model;
+    with only reset noise the model is shared as before."""
+    env = g1.g1_jump(randomization="kp,friction,reset_noise")
+    n = gr.num_draws(env.sim.mj_model)
+    assert env.sim.mj_model.nuserdata == n + 1 and env.sim.model_at is not None
+    keys = jax.random.split(jax.random.PRNGKey(1), 3)
+    d = jax.vmap(env.initial_data)(keys)
+    ud = np.asarray(d.userdata)
+    assert np.all(ud[:, 0] == 1.0) and np.all((ud[:, 1:] >= 0) & (ud[:, 1:] < 1))
+    models = jax.vmap(env.sim.model_for)(d)
+    kp = np.asarray(models.actuator_gainprm[:, :, 0]) / env.sim.mj_model.actuator_gainprm[:, 0]
+    assert np.all((kp >= 0.8 - 1e-6) & (kp <= 1.2 + 1e-6)) and np.ptp(kp[:, 0]) > 1e-3
+    want = gr.randomize_mjx_draws(env.sim.mjx_model, ud[1, 1:], env.randomization, env.sim.mj_model)
+    for f in FIELDS:
+        np.testing.assert_allclose(np.asarray(getattr(models, f)[1]), getattr(want, f), rtol=1e-6)
+    # items that are off keep the nominal values
+    np.testing.assert_array_equal(np.asarray(models.body_mass[0]), env.sim.mj_model.body_mass)
+    nominal = env.sim.model_for(jax.tree_util.tree_map(lambda x: x[0] * 0, d))
+    np.testing.assert_array_equal(
+        np.asarray(nominal.actuator_gainprm), env.sim.mj_model.actuator_gainprm
+    )
+    shared = g1.g1_jump(randomization="reset_noise")
+    assert shared.sim.model_at is None and shared.sim.mj_model.nuserdata == 0
+
+
 def test_parse():
     R = gr.Randomization
     assert R.parse("none").enabled == () and R.parse(None).enabled == ()

@@ -359,7 +359,9 @@ def _add_visuals(spec: mujoco.MjSpec) -> None:
 
 
 @functools.lru_cache(maxsize=8)
-def _compiled(mjcf, foot_radius, friction, action_memory, visuals, kp_scale) -> mujoco.MjModel:
+def _compiled(
+    mjcf, foot_radius, friction, action_memory, visuals, kp_scale, nuserdata=0
+) -> mujoco.MjModel:
     spec = build_spec(
         mjcf,
         foot_radius=foot_radius,
@@ -374,6 +376,7 @@ def _compiled(mjcf, foot_radius, friction, action_memory, visuals, kp_scale) -> 
     spec.add_key(
         name="crouch", qpos=q.tolist(), ctrl=joints.tolist(), act=joints.tolist() if m.na else []
     )
+    spec.nuserdata = int(nuserdata)
     return spec.compile()
 
 
@@ -385,15 +388,25 @@ def mj_model(
     action_memory: bool = True,
     visuals: bool = True,
     kp_scale: float = 1.0,
+    nuserdata: int = 0,
 ) -> mujoco.MjModel:
-    """A fresh native G1 model (a copy; keyframe 0 is the default crouch standing on the floor)."""
+    """A fresh native G1 model (a copy; keyframe 0 is the default crouch standing on the floor).
+    ``nuserdata``: size of ``data.userdata`` (per-environment randomisation draws)."""
     import copy
 
     if not kp_scale > 0:
         raise ValueError(f"kp_scale must be > 0, got {kp_scale!r}")
     src = str(source_mjcf(mjcf))
     return copy.copy(
-        _compiled(src, float(foot_radius), float(friction), action_memory, visuals, float(kp_scale))
+        _compiled(
+            src,
+            float(foot_radius),
+            float(friction),
+            action_memory,
+            visuals,
+            float(kp_scale),
+            int(nuserdata),
+        )
     )
 
 
@@ -499,23 +512,34 @@ def load_g1(
     solver_iterations: int = 1,
     warmstart: bool = False,
     config: G1Config | None = None,
+    randomization=None,
     **kw,
 ) -> Sim:
     """The G1 as a :class:`bcg.sim.Sim` (200 Hz physics, 50 Hz control, MJX-validated).
 
     ``warmstart``: warm-start the MJX constraint solver (default off: with few solver
     iterations the warm start makes the G1 diverge, see the module docstring); the native
-    model keeps MuJoCo's warm start (10 iterations converge either way)."""
+    model keeps MuJoCo's warm start (10 iterations converge either way).
+    ``randomization``: a :class:`bcg.envs.g1.randomization.Randomization` whose model items
+    (if any is on) randomise every environment's MJX model from draws in its state
+    (``data.userdata``, :func:`bcg.envs.g1.randomization.userdata_model`)."""
+    from bcg.envs.g1 import randomization as g1r
+
     c = config or G1Config()
-    m = mj_model(
-        c.mjcf,
+    per_env = randomization is not None and any(
+        getattr(randomization, k) is not None for k in g1r.MODEL_ITEMS
+    )
+    opts = dict(
         foot_radius=c.foot_radius,
         friction=c.friction,
         action_memory=c.action_memory,
         visuals=c.visuals,
         kp_scale=c.kp_scale,
     )
-    return load(
+    m = mj_model(c.mjcf, **opts)
+    if per_env:
+        m = mj_model(c.mjcf, **opts, nuserdata=1 + g1r.num_draws(m))
+    sim = load(
         m,
         stiffness=stiffness,
         substeps=substeps,
@@ -524,3 +548,6 @@ def load_g1(
         name="g1",
         **kw,
     )
+    if per_env:
+        sim = dataclasses.replace(sim, model_at=g1r.userdata_model(randomization, sim.mj_model))
+    return sim

@@ -27,9 +27,12 @@ noise (root position +-2 cm in x, y and 0-1 cm up, root rotation +-0.05 rad per 
 +-0.1 rad; used by :class:`bcg.envs.g1.tracking.G1Tracking` when ``reset_noise`` is on).
 
 :func:`randomize` works on a native ``MjModel`` (numpy, for native-MuJoCo evaluation),
-:func:`randomize_mjx` on an ``mjx.Model`` (JAX, vmappable over keys for a batch of per-environment
-models; the current learners share one model across environments, so in training only the
-reset noise is active unless a learner passes batched models).
+:func:`randomize_mjx_draws` on an ``mjx.Model`` from a vector of uniform draws (JAX, vmappable).
+In MJX training each environment carries its draws in its state (``data.userdata``, drawn at
+reset by :meth:`bcg.envs.g1.tracking.G1Tracking.initial_data`) and every control step builds
+its model from them (:func:`userdata_model`, :attr:`bcg.sim.Sim.model_at`), so the per-environment
+model also reaches every BCG branch, which copies the state. Latency and pushes are not
+applied in MJX training.
 """
 
 from __future__ import annotations
@@ -168,50 +171,116 @@ def randomize(mj_model: mujoco.MjModel, rng, cfg: Randomization) -> mujoco.MjMod
     return m
 
 
-def randomize_mjx(mjx_model, key, cfg: Randomization, mj_model: mujoco.MjModel):
-    """JAX twin of :func:`randomize` on an ``mjx.Model`` (``mj_model``: the native model it was
-    made from, for the indices). ``jax.vmap`` over keys gives per-environment models."""
+def draw_layout(mj_model: mujoco.MjModel) -> dict[str, int]:
+    """The uniform draws each model item takes, in the order :func:`randomize` consumes its
+    generator: friction 1, link_mass one per body other than the world and the pelvis,
+    base_mass 1, com 3, kp, kd nu each, armature, joint_friction one per joint dof,
+    joint_offset nu."""
+    n_other = mj_model.nbody - 2
+    dofs = g1m.joint_dof_indices(mj_model).size
+    return {
+        "friction": 1,
+        "link_mass": n_other,
+        "base_mass": 1,
+        "com": 3,
+        "kp": mj_model.nu,
+        "kd": mj_model.nu,
+        "armature": dofs,
+        "joint_friction": dofs,
+        "joint_offset": mj_model.nu,
+    }
+
+
+def num_draws(mj_model: mujoco.MjModel) -> int:
+    """Length of the draw vector of :func:`randomize_mjx_draws` (every model item)."""
+    return sum(draw_layout(mj_model).values())
+
+
+def randomize_mjx_draws(mjx_model, draws, cfg: Randomization, mj_model: mujoco.MjModel):
+    """JAX twin of :func:`randomize` on an ``mjx.Model`` from a vector of uniform draws
+    ``draws`` in [0, 1) of length :func:`num_draws` (every item has its block,
+    :func:`draw_layout`; a switched-off item ignores its block). Each item is
+    ``lo + (hi - lo) * draw`` as in :func:`randomize`, so ``draws =
+    numpy.random.default_rng(s).random(num_draws(m))`` reproduces ``randomize(m, s, full)``.
+    ``mj_model``: the native model the MJX model was made from (the indices)."""
     m = mjx_model
-    ks = iter(jax.random.split(key, 12))
+    layout = draw_layout(mj_model)
+    draws = jnp.asarray(draws)
+    blocks, at = {}, 0
+    for name, n in layout.items():
+        blocks[name] = draws[at : at + n]
+        at += n
     root = mj_model.body(g1m.ROOT_BODY).id
+    others = np.array([b for b in range(1, mj_model.nbody) if b != root])
     upd = {}
 
-    def u(lo, hi, shape=()):
-        return jax.random.uniform(next(ks), shape, minval=lo, maxval=hi)
+    def u(name, lo, hi):
+        return lo + (hi - lo) * blocks[name].astype(m.body_mass.dtype)
 
     if cfg.friction is not None:
-        upd["geom_friction"] = m.geom_friction.at[_contact_geoms(mj_model), 0].set(u(*cfg.friction))
+        mu = u("friction", *cfg.friction)[0]
+        upd["geom_friction"] = m.geom_friction.at[_contact_geoms(mj_model), 0].set(mu)
     mass, inertia = m.body_mass, m.body_inertia
     if cfg.link_mass is not None:
-        f = u(*cfg.link_mass, (mj_model.nbody,))
-        f = f.at[0].set(1.0).at[root].set(1.0)
-        mass, inertia = mass * f, inertia * f[:, None]
+        f = u("link_mass", *cfg.link_mass)
+        mass, inertia = mass.at[others].multiply(f), inertia.at[others].multiply(f[:, None])
     if cfg.base_mass is not None:
         m0 = mass[root]
-        m1 = jnp.maximum(m0 + u(*cfg.base_mass), 0.1 * m0)
+        m1 = jnp.maximum(m0 + u("base_mass", *cfg.base_mass)[0], 0.1 * m0)
         mass = mass.at[root].set(m1)
         inertia = inertia.at[root].multiply(m1 / m0)
     upd["body_mass"], upd["body_inertia"] = mass, inertia
     if cfg.com is not None:
-        upd["body_ipos"] = m.body_ipos.at[root].add(u(-cfg.com, cfg.com, (3,)))
+        upd["body_ipos"] = m.body_ipos.at[root].add(u("com", -cfg.com, cfg.com))
     gain, bias = m.actuator_gainprm, m.actuator_biasprm
     kp = gain[:, 0]
     if cfg.kp is not None:
-        kp = kp * u(*cfg.kp, (mj_model.nu,))
+        kp = kp * u("kp", *cfg.kp)
         gain = gain.at[:, 0].set(kp)
         bias = bias.at[:, 1].set(-kp)
     if cfg.kd is not None:
-        bias = bias.at[:, 2].multiply(u(*cfg.kd, (mj_model.nu,)))
+        bias = bias.at[:, 2].multiply(u("kd", *cfg.kd))
     if cfg.joint_offset is not None:
-        bias = bias.at[:, 0].set(kp * u(-cfg.joint_offset, cfg.joint_offset, (mj_model.nu,)))
+        bias = bias.at[:, 0].set(kp * u("joint_offset", -cfg.joint_offset, cfg.joint_offset))
     upd["actuator_gainprm"], upd["actuator_biasprm"] = gain, bias
     dofs = g1m.joint_dof_indices(mj_model)
     if cfg.armature is not None:
-        upd["dof_armature"] = m.dof_armature.at[dofs].multiply(u(*cfg.armature, (dofs.size,)))
+        upd["dof_armature"] = m.dof_armature.at[dofs].multiply(u("armature", *cfg.armature))
     if cfg.joint_friction is not None:
-        f = u(*cfg.joint_friction, (dofs.size,))
+        f = u("joint_friction", *cfg.joint_friction)
         upd["dof_frictionloss"] = m.dof_frictionloss.at[dofs].multiply(f)
     return m.replace(**upd)
+
+
+def randomize_mjx(mjx_model, key, cfg: Randomization, mj_model: mujoco.MjModel):
+    """:func:`randomize_mjx_draws` with draws from ``key``. ``jax.vmap`` over keys gives
+    per-environment models."""
+    draws = jax.random.uniform(key, (num_draws(mj_model),))
+    return randomize_mjx_draws(mjx_model, draws, cfg, mj_model)
+
+
+def userdata_model(cfg: Randomization, mj_model: mujoco.MjModel):
+    """A :attr:`bcg.sim.Sim.model_at` for per-environment randomisation carried in the state:
+    ``data.userdata = [flag, draws]``; a state with ``flag > 0.5`` steps with
+    ``randomize_mjx_draws(model, draws, cfg)``, any other (e.g. a fresh ``make_data``) with the
+    nominal model. The draws carry no gradient."""
+    n = num_draws(mj_model)
+
+    def model_at(mjx_model, data):
+        ud = jax.lax.stop_gradient(data.userdata)
+        if ud.shape[-1] < n + 1:
+            raise ValueError(
+                f"per-environment randomisation needs nuserdata >= {n + 1}, the model has "
+                f"{ud.shape[-1]}"
+            )
+        r = randomize_mjx_draws(mjx_model, ud[1 : n + 1], cfg, mj_model)
+        on = ud[0] > 0.5
+        names = ("geom_friction", "body_mass", "body_inertia", "body_ipos")
+        names += ("actuator_gainprm", "actuator_biasprm", "dof_armature", "dof_frictionloss")
+        upd = {k: jnp.where(on, getattr(r, k), getattr(mjx_model, k)) for k in names}
+        return mjx_model.replace(**upd)
+
+    return model_at
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,6 +11,12 @@ every episode at frame 0 instead (the whole clip; transfer evaluation plays it t
 of the random starts is drawn uniform over frames ``[a, b)`` instead of the whole clip (to
 practise a short, hard part such as a jump's push-off and flight more often).
 
+Model randomisation in training. When the env's ``randomization`` has a model item on
+(friction, masses, CoM, gains, armature, joint friction or offsets; e.g. ``--param
+env.randomization=all,-latency,-push``), :meth:`initial_data` draws each environment's model
+into ``data.userdata`` and every control step of that state, BCG branches included, runs on
+that environment's model (:func:`bcg.envs.g1.randomization.userdata_model`).
+
 State functions. Observation, reward, tracking errors, termination and eval metrics are functions
 of the current state (``qpos``, ``qvel``, ``act``, ``time``) only: body, site and geom poses are
 recomputed from ``qpos`` by ``mjx.kinematics`` (:meth:`G1Tracking.kinematics`) instead of read
@@ -326,6 +332,11 @@ class G1Tracking(ContactEnv):
         )
         if self.sim.mj_model.na:
             upd["act"] = targets.astype(d.act.dtype)
+        if self.sim.model_at is not None and self.sim.mj_model.nuserdata:
+            # per-environment model: [flag, uniform draws] (randomization.userdata_model)
+            n = self.sim.mj_model.nuserdata - 1
+            draws = jax.random.uniform(jax.random.fold_in(key, 7), (n,), d.userdata.dtype)
+            upd["userdata"] = jnp.concatenate([jnp.ones((1,), d.userdata.dtype), draws])
         return d.replace(**upd)
 
     # ------------------------------------------------------------------ observation
@@ -580,14 +591,16 @@ def g1_tracking(
         if bad:
             raise ValueError(f"the G1 model has no setting(s) {sorted(bad)} (G1Config)")
         config = g1m.G1Config(**config)
-    sim: Sim = g1m.load_g1(stiffness, config=config, solver_iterations=solver_iterations)
+    if isinstance(randomization, str) or randomization is None:
+        randomization = Randomization.parse(randomization)
+    sim: Sim = g1m.load_g1(
+        stiffness, config=config, solver_iterations=solver_iterations, randomization=randomization
+    )
     fps = 1.0 / sim.control_dt
     if isinstance(clip, g1clips.Clip):
         c = clip if abs(clip.fps - fps) < 1e-9 else g1clips.resample(clip, fps)
     else:
         c = g1clips.get_clip(clip, fps=fps)
-    if isinstance(randomization, str) or randomization is None:
-        randomization = Randomization.parse(randomization)
     kw.setdefault("episode_length", c.num_frames)
     return G1Tracking(sim=sim, clip=c, randomization=randomization, reward_type=reward, **kw)
 
