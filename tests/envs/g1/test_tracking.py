@@ -122,6 +122,27 @@ def test_foot_height_term_weighs_the_flight(env):
     assert added == pytest.approx(2.0 * np.exp(-(0.05**2) / 0.1**2), rel=1e-6)
 
 
+def test_flight_term_is_the_reached_share_of_the_clearance(env):
+    """w_flight [h* > 5 mm] clip(h / h*, 0, 1): w_flight on the reference at the flight's peak,
+    the reached share of h* with the feet 5 cm lower, and nothing in a stance frame."""
+    import dataclasses
+
+    fly = dataclasses.replace(env, w_flight=3.0)
+    k = int(np.argmax(env.reference.foot_height))
+    h = float(env.reference.foot_height[k])
+    _, dx = _data(env, k)
+    assert float(fly.reward(dx, jnp.zeros(29), dx)) == pytest.approx(fly.max_reward, abs=1e-9)
+    _, low = _data(env, k, z_shift=-0.05)
+    added = float(fly.reward(dx, jnp.zeros(29), low)) - float(env.reward(dx, jnp.zeros(29), low))
+    assert added == pytest.approx(3.0 * (h - 0.05) / h, rel=1e-4)
+    _, stand = _data(env, 0)
+    assert env.reference.foot_height[0] < 0.005
+    gap = float(fly.reward(stand, jnp.zeros(29), stand)) - float(
+        env.reward(stand, jnp.zeros(29), stand)
+    )
+    assert gap == 0.0
+
+
 def test_termination_by_root_height(env):
     _, low = _data(env, 0, z_shift=-0.45)  # pelvis at about 0.31 m
     assert not bool(env.terminated(low))

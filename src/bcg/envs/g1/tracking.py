@@ -62,6 +62,7 @@ against its reference frame:
       + w_joint exp(-mean_j (q_j - q*_j)^2 / 0.3^2)
       + w_lin_vel exp(-|v - v*|^2 / 1.0^2)  +  w_ang_vel exp(-|w - w*|^2 / 3.14^2)
       + w_feet exp(-(h - h*)^2 / 0.1^2)
+      + w_flight [h* > 5 mm] clip(h / h*, 0, 1)
       - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2
 
 with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small errors; smooth,
@@ -70,8 +71,10 @@ unlike the geodesic angle), body sums over the 14 tracked bodies, ``u`` the serv
 no action memory). Weights: root 0.5 / 0.5, bodies 1 / 1, joints 1, velocities 0.5 / 0.5,
 action rate 0.8 (the paper's weight, on the mean over joints). ``h``: the lowest foot-sphere
 bottom (``h*`` the reference's; equal at 0 while both stand, so the term weighs the flight
-phase), ``w_feet`` 0 by default (an addition to BeyondMimic's terms). Terminated when the root
-is below 0.3 m (the paper).
+phase), ``w_feet`` 0 by default (an addition to BeyondMimic's terms). ``w_flight`` (0 by
+default, ours): only in the reference's airborne frames, the share of the reference foot
+clearance the robot reaches with both feet, linear so that its gradient does not fade while the
+feet are still down. Terminated when the root is below 0.3 m (the paper).
 
 Reward ``reward="add"`` (the paper's; :mod:`bcg.envs.g1.add`): ``r = w_add r_ADD(D_phi(delta))
 - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2`` with delta the scaled difference of
@@ -106,6 +109,7 @@ with warnings.catch_warnings():
 HORIZON = 3  # reference frames ahead in the observation
 REWARDS = ("tracking", "add")
 ACTIONS = ("absolute", "residual")
+FLIGHT_CLEARANCE = 0.005  # m: a reference frame with both feet this high is a flight frame
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -170,6 +174,7 @@ class G1Tracking(ContactEnv):
     sigma_ang_vel: float = 3.14
     w_feet: float = 0.0
     sigma_feet: float = 0.1
+    w_flight: float = 0.0
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
@@ -408,6 +413,9 @@ class G1Tracking(ContactEnv):
         xr, Rr = ref["body_pos"][k], ref["body_mat"][k]
         rot_err = 0.5 * jnp.sum((Rb - Rr) ** 2, axis=(-1, -2))
         rel = (xb - xb[0]) - (xr - xr[0])
+        low = self._foot_low(kin)
+        href = jnp.asarray(self.reference.foot_height)[k]
+        fly = href > FLIGHT_CLEARANCE
         return {
             "root_pos": jnp.sum((xb[0] - xr[0]) ** 2),
             "root_rot": rot_err[0],
@@ -417,7 +425,8 @@ class G1Tracking(ContactEnv):
             "lin_vel": jnp.sum((data.qvel[0:3] - ref["qvel"][k, 0:3]) ** 2),
             "ang_vel": jnp.sum((data.qvel[3:6] - ref["qvel"][k, 3:6]) ** 2),
             "body_pos_error": jnp.mean(jnp.linalg.norm(xb - xr, axis=-1)),
-            "feet": (self._foot_low(kin) - jnp.asarray(self.reference.foot_height)[k]) ** 2,
+            "feet": (low - jnp.asarray(self.reference.foot_height)[k]) ** 2,
+            "flight": jnp.where(fly, jnp.clip(low / jnp.maximum(href, 1e-3), 0.0, 1.0), 0.0),
         }
 
     def _foot_low(self, kin):
@@ -511,6 +520,7 @@ class G1Tracking(ContactEnv):
             + self.w_lin_vel * jnp.exp(-e["lin_vel"] / self.sigma_lin_vel**2)
             + self.w_ang_vel * jnp.exp(-e["ang_vel"] / self.sigma_ang_vel**2)
             + self.w_feet * jnp.exp(-e["feet"] / self.sigma_feet**2)
+            + self.w_flight * e["flight"]
         )
         if self.sim.mj_model.na:
             r = r - self.w_action_rate * self._action_rate(data, next_data)
@@ -530,6 +540,7 @@ class G1Tracking(ContactEnv):
             + self.w_lin_vel
             + self.w_ang_vel
             + self.w_feet
+            + self.w_flight
         )
 
     def terminated(self, data):
