@@ -144,6 +144,8 @@ def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray, init_env=Non
 
     def one(key):
         d0 = init_env.initial_data(key)
+        # the nominal model even for an env that draws per-environment models into userdata
+        d0 = d0.replace(userdata=jnp.zeros_like(d0.userdata))
 
         def body(c, _):
             d, alive = c
