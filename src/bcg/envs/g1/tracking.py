@@ -413,10 +413,7 @@ class G1Tracking(ContactEnv):
         xr, Rr = ref["body_pos"][k], ref["body_mat"][k]
         rot_err = 0.5 * jnp.sum((Rb - Rr) ** 2, axis=(-1, -2))
         rel = (xb - xb[0]) - (xr - xr[0])
-        low = self._foot_low(kin)
-        href = jnp.asarray(self.reference.foot_height)[k]
-        fly = href > FLIGHT_CLEARANCE
-        return {
+        out = {
             "root_pos": jnp.sum((xb[0] - xr[0]) ** 2),
             "root_rot": rot_err[0],
             "body_pos": jnp.mean(jnp.sum(rel**2, -1)),
@@ -425,9 +422,13 @@ class G1Tracking(ContactEnv):
             "lin_vel": jnp.sum((data.qvel[0:3] - ref["qvel"][k, 0:3]) ** 2),
             "ang_vel": jnp.sum((data.qvel[3:6] - ref["qvel"][k, 3:6]) ** 2),
             "body_pos_error": jnp.mean(jnp.linalg.norm(xb - xr, axis=-1)),
-            "feet": (low - jnp.asarray(self.reference.foot_height)[k]) ** 2,
-            "flight": jnp.where(fly, jnp.clip(low / jnp.maximum(href, 1e-3), 0.0, 1.0), 0.0),
+            "feet": (self._foot_low(kin) - jnp.asarray(self.reference.foot_height)[k]) ** 2,
         }
+        if self.w_flight:  # (Python branch: without the term the traced program is unchanged)
+            href = jnp.asarray(self.reference.foot_height)[k]
+            share = jnp.clip(self._foot_low(kin) / jnp.maximum(href, 1e-3), 0.0, 1.0)
+            out["flight"] = jnp.where(href > FLIGHT_CLEARANCE, share, 0.0)
+        return out
 
     def _foot_low(self, kin):
         """The lowest foot-sphere bottom (m) of forward kinematics ``kin``."""
@@ -520,8 +521,9 @@ class G1Tracking(ContactEnv):
             + self.w_lin_vel * jnp.exp(-e["lin_vel"] / self.sigma_lin_vel**2)
             + self.w_ang_vel * jnp.exp(-e["ang_vel"] / self.sigma_ang_vel**2)
             + self.w_feet * jnp.exp(-e["feet"] / self.sigma_feet**2)
-            + self.w_flight * e["flight"]
         )
+        if self.w_flight:
+            r = r + self.w_flight * e["flight"]
         if self.sim.mj_model.na:
             r = r - self.w_action_rate * self._action_rate(data, next_data)
         return r
