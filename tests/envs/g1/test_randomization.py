@@ -159,6 +159,13 @@ def test_per_environment_models_in_training():
     np.testing.assert_array_equal(
         np.asarray(nominal.actuator_gainprm), env.sim.mj_model.actuator_gainprm
     )
+    # latency {0, 1} control steps: a servo-filter lag of 0 (nominal 1 ms) or 20 ms per env
+    lag = g1.g1_jump(randomization="latency,kp")
+    draws = np.zeros(gr.num_draws(lag.sim.mj_model))
+    for u, want in ((0.2, gm.ACT_FILTER_TIMECONST), (0.7, 0.02)):
+        draws[-1] = u
+        tw = gr.randomize_mjx_draws(lag.sim.mjx_model, draws, lag.randomization, lag.sim.mj_model)
+        np.testing.assert_allclose(np.asarray(tw.actuator_dynprm[:, 0]), want, rtol=1e-6)
     shared = g1.g1_jump(randomization="reset_noise")
     assert shared.sim.model_at is None and shared.sim.mj_model.nuserdata == 0
 

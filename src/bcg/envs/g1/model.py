@@ -521,13 +521,13 @@ def load_g1(
     iterations the warm start makes the G1 diverge, see the module docstring); the native
     model keeps MuJoCo's warm start (10 iterations converge either way).
     ``randomization``: a :class:`bcg.envs.g1.randomization.Randomization` whose model items
-    (if any is on) randomise every environment's MJX model from draws in its state
+    and latency (if any is on) randomise every environment's MJX model from draws in its state
     (``data.userdata``, :func:`bcg.envs.g1.randomization.userdata_model`)."""
     from bcg.envs.g1 import randomization as g1r
 
     c = config or G1Config()
     per_env = randomization is not None and any(
-        getattr(randomization, k) is not None for k in g1r.MODEL_ITEMS
+        getattr(randomization, k) is not None for k in g1r.MODEL_ITEMS + ("latency",)
     )
     opts = dict(
         foot_radius=c.foot_radius,

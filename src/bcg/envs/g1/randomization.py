@@ -31,8 +31,9 @@ noise (root position +-2 cm in x, y and 0-1 cm up, root rotation +-0.05 rad per 
 In MJX training each environment carries its draws in its state (``data.userdata``, drawn at
 reset by :meth:`bcg.envs.g1.tracking.G1Tracking.initial_data`) and every control step builds
 its model from them (:func:`userdata_model`, :attr:`bcg.sim.Sim.model_at`), so the per-environment
-model also reaches every BCG branch, which copies the state. Latency and pushes are not
-applied in MJX training.
+model also reaches every BCG branch, which copies the state. Action latency of L control steps
+is emulated there as a servo-filter lag of L control_dt (MJX has no delay buffer): the same
+mean delay, a first-order lag instead of a hold. Pushes are not applied in MJX training.
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ def draw_layout(mj_model: mujoco.MjModel) -> dict[str, int]:
     joint_offset nu."""
     n_other = mj_model.nbody - 2
     dofs = g1m.joint_dof_indices(mj_model).size
-    return {
+    return {  # (the last block, latency, has no native counterpart: see randomize_mjx_draws)
         "friction": 1,
         "link_mass": n_other,
         "base_mass": 1,
@@ -188,6 +189,7 @@ def draw_layout(mj_model: mujoco.MjModel) -> dict[str, int]:
         "armature": dofs,
         "joint_friction": dofs,
         "joint_offset": mj_model.nu,
+        "latency": 1,
     }
 
 
@@ -249,6 +251,15 @@ def randomize_mjx_draws(mjx_model, draws, cfg: Randomization, mj_model: mujoco.M
     if cfg.joint_friction is not None:
         f = u("joint_friction", *cfg.joint_friction)
         upd["dof_frictionloss"] = m.dof_frictionloss.at[dofs].multiply(f)
+    if cfg.latency is not None and mj_model.na:
+        # L control steps of latency, L uniform over {lo..hi}, as a servo-filter lag of
+        # L control_dt (same mean delay; MJX has no actuator delay buffer). L = 0: unchanged.
+        lo, hi = cfg.latency
+        steps = jnp.floor(u("latency", lo, hi + 1.0)[0])
+        steps = jnp.clip(steps, lo, hi)
+        tc = steps * g1m.SUBSTEPS * float(mj_model.opt.timestep)
+        dyn = m.actuator_dynprm
+        upd["actuator_dynprm"] = dyn.at[:, 0].set(jnp.where(steps > 0, tc, dyn[:, 0]))
     return m.replace(**upd)
 
 
@@ -277,6 +288,7 @@ def userdata_model(cfg: Randomization, mj_model: mujoco.MjModel):
         on = ud[0] > 0.5
         names = ("geom_friction", "body_mass", "body_inertia", "body_ipos")
         names += ("actuator_gainprm", "actuator_biasprm", "dof_armature", "dof_frictionloss")
+        names += ("actuator_dynprm",)
         upd = {k: jnp.where(on, getattr(r, k), getattr(mjx_model, k)) for k in names}
         return mjx_model.replace(**upd)
 
