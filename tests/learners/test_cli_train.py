@@ -4,6 +4,7 @@ fast test; the real hopper-jump task with BCG in the slow one)."""
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from toy import toy_env
@@ -115,6 +116,25 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
     bad = [*argv2[:-1], str(run), "--run-dir", str(tmp_path / "bad"), "--actor-hidden", "4"]
     assert cli.main(bad) == 2
     assert "holds a different learner state" in capsys.readouterr().err
+    # only the environment states differ in shape (e.g. the env now carries per-environment
+    # draws): everything else comes from the checkpoint, the environments are the template's
+    import dataclasses
+
+    from bcg.learners.harness import restore_checkpoint
+
+    saved = load_state(run / "checkpoints" / "2")[2]
+    E = saved.env.step.shape[0]
+    env = saved.env._replace(step=saved.env.step + 100, episode_return=jnp.full((E, 2), 7.0))
+    zero_actor = jax.tree_util.tree_map(jnp.zeros_like, saved.actor)
+    tmpl = dataclasses.replace(saved, actor=zero_actor, env=env)
+    got = restore_checkpoint(run, tmpl, 2, strict=True)[0]
+    pairs = zip(
+        jax.tree_util.tree_leaves(got.actor), jax.tree_util.tree_leaves(saved.actor), strict=True
+    )
+    for a, b in pairs:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step) + 100)
+    assert got.env.episode_return.shape == (E, 2)
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,9 @@ reproduces the uninterrupted one exactly (same compiled program on the same devi
 its whole learner state (parameters, optimiser moments, normalisers, environments, RNG key) is
 restored from that run's newest (or a given) checkpoint, while the env, e.g. its reward weights,
 is this run's. Iterations count from 1 again; ``env_steps`` and ``wall_time`` continue from the
-source checkpoint's, so that curves of the stages join on the total budget. From a *packed*
+source checkpoint's, so that curves of the stages join on the total budget. If only the
+environment states differ in shape (e.g. this run's env carries per-environment randomisation
+draws), the rest is restored and the environments start afresh. From a *packed*
 policy (:mod:`bcg.transfer.pack`, which keeps only actor and observation normaliser) the new
 run takes those two and starts everything else afresh (critic, optimiser moments, return
 normaliser, environments); ``SHACConfig.critic_warmup`` then holds the actor for the first
@@ -170,20 +172,37 @@ def restore_checkpoint(run_dir, template_state, step: int | None = None, strict:
     target = _payload(template_state, 0, 0, 0.0)
     p = mgr.restore(step, args=ocp.args.StandardRestore(target))
     mgr.close()
-    leaves, treedef = jax.tree_util.tree_flatten(template_state)
-    saved = p["leaves"]
+    paths, treedef = jax.tree_util.tree_flatten_with_path(template_state)
+    leaves = [x for _, x in paths]
+    saved = dict(p["leaves"])
     if strict:  # every non-empty leaf, by position and shape (empty arrays are not saved)
         want = {f"{i:05d}": tuple(np.shape(x)) for i, x in enumerate(leaves) if np.size(x)}
         have = {k: tuple(np.shape(v)) for k, v in saved.items()}
         if have != want:
-            raise ValueError(
-                f"the checkpoint {run_dir / CKPT_DIR / str(step)} holds a different learner "
-                f"state ({len(have)} arrays vs this run's {len(want)}, or other shapes): "
-                "--init-from needs the same learner, estimator, env sizes and networks"
+            env = {f"{i:05d}" for i, (path, _) in enumerate(paths) if _in_env_state(path)}
+            bad = {k for k in set(have) | set(want) if have.get(k) != want.get(k)}
+            if not env or not bad <= env:
+                raise ValueError(
+                    f"the checkpoint {run_dir / CKPT_DIR / str(step)} holds a different learner "
+                    f"state ({len(have)} arrays vs this run's {len(want)}, or other shapes): "
+                    "--init-from needs the same learner, estimator, env sizes and networks"
+                )
+            # only the environment states differ (e.g. the env now carries per-environment
+            # randomisation draws): take everything else, start the environments afresh
+            print(
+                f"[bcg] {run_dir / CKPT_DIR / str(step)}: the environment states differ in "
+                "shape from this run's; they start afresh (policy, critic and optimiser are "
+                "taken from the checkpoint)"
             )
+            saved = {k: v for k, v in saved.items() if k not in env}
     restored = [jnp.asarray(saved.get(f"{i:05d}", x)) for i, x in enumerate(leaves)]
     state = jax.tree_util.tree_unflatten(treedef, restored)
     return state, int(p["iteration"]), int(p["env_steps"]), float(p["wall_time"])
+
+
+def _in_env_state(path) -> bool:
+    """Whether a learner-state leaf lies in its environment states (the ``env`` field)."""
+    return bool(path) and getattr(path[0], "name", None) == "env"
 
 
 def _init_from_packed(learner, state, src: Path):
