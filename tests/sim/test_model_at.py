@@ -89,3 +89,38 @@ def test_bundle_branches_keep_the_env_model(rolled):
 def test_model_for_without_hook_is_the_model():
     s = bs.load(BALL, stiffness="stiff", name="ball")
     assert s.model_for(bs.make_data(s)) is s.mjx_model
+
+
+# a 1 kg slider pushed up by a motor (force = ctrl); userdata[0] > 0.5: hold the previous ctrl
+MOTOR = """<mujoco><option timestep="0.005" gravity="0 0 0"/><size nuserdata="1"/><worldbody>
+<body><joint name="z" type="slide" axis="0 0 1"/><geom type="sphere" size=".1" mass="1"/></body>
+</worldbody><actuator><motor joint="z"/></actuator></mujoco>"""
+
+
+def test_hold_applies_the_previous_control_one_step_late():
+    """Two control steps under controls (2, 5) from ctrl 0: a holding env applies (0, 2), as
+    native MuJoCo under those delayed controls; the other applies (2, 5). Analytic and BCG."""
+    s = dataclasses.replace(
+        bs.load(MOTOR, stiffness="stiff", name="motor"), hold_at=lambda d: d.userdata[0] > 0.5
+    )
+    tmpl = bs.make_data(s)
+    d0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (2,) + x.shape), tmpl)
+    d0 = d0.replace(userdata=jnp.asarray([[1.0], [0.0]], d0.userdata.dtype))
+    ctrls = jnp.asarray([[[2.0], [2.0]], [[5.0], [5.0]]], d0.ctrl.dtype)
+
+    def native(applied):
+        m = s.native_with_mjx_solver()
+        d = mujoco.MjData(m)
+        for c in applied:
+            d.ctrl[0] = c
+            for _ in range(s.substeps):
+                mujoco.mj_step(m, d)
+        return d.qpos[0], d.qvel[0]
+
+    want = [native([0.0, 2.0]), native([2.0, 5.0])]
+    for est in (E.make("analytic"), BCG(num_branches=1, sigma_p=0.0, sigma_v=0.0, tau=0.0)):
+        dT, _ = jax.jit(lambda d, est=est: E.rollout(s, est, d, ctrls, jax.random.PRNGKey(0)))(d0)
+        for i, (q, v) in enumerate(want):
+            np.testing.assert_allclose(float(dT.qpos[i, 0]), q, atol=1e-6)
+            np.testing.assert_allclose(float(dT.qvel[i, 0]), v, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(dT.ctrl[:, 0]), [5.0, 5.0])

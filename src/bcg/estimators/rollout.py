@@ -51,13 +51,16 @@ class PlainStep:
             def f(x):
                 dd = d.replace(qpos=normalize_quaternions(sim, x["qpos"]), qvel=x["qvel"])
                 out, forces = control_step(sim, dd, x["ctrl"], per_substep=True)
-                return {
+                y = {
                     "hot": triggered(rule(sim, out, forces)).astype(out.qpos.dtype),
                     "qpos": out.qpos,
                     "qvel": out.qvel,
                     "act": out.act,
                     "qacc_warmstart": out.qacc_warmstart,
                 }
+                if sim.hold_at is not None:  # the control a holding state applies next
+                    y["ctrl"] = out.ctrl
+                return y
 
             x = {"qpos": d.qpos, "qvel": d.qvel, "ctrl": jnp.asarray(u, d.qpos.dtype)}
             y = f(x) if self.transform is None else self.transform(f, x, k)

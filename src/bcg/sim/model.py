@@ -63,6 +63,9 @@ class Sim:
         environments each carry their own parameters in the state (per-environment domain
         randomisation, drawn into ``data.userdata`` at reset) sets it; since it reads the
         state, every copy of a state (a BCG branch, a reset) keeps its environment's model.
+      hold_at: optional ``hold_at(data) -> bool``: the state applies its previous control
+        (``data.ctrl``) for this control step and keeps the new one for the next, i.e. one
+        control step of action latency (per environment when read from ``data.userdata``).
     """
 
     mj_model: mujoco.MjModel
@@ -71,6 +74,7 @@ class Sim:
     stiffness: ContactStiffness
     name: str = "model"
     model_at: Callable | None = None
+    hold_at: Callable | None = None
 
     def model_for(self, data) -> mjx.Model:
         """The MJX model that steps ``data``: ``model_at(mjx_model, data)``, or ``mjx_model``."""

@@ -37,15 +37,20 @@ def make_data(sim: Sim, qpos=None, qvel=None) -> mjx.Data:
 def control_step(
     sim: Sim, d: mjx.Data, ctrl, *, per_substep: bool = False
 ) -> tuple[mjx.Data, jax.Array]:
-    """``sim.substeps`` physics steps with ``ctrl`` held.
+    """``sim.substeps`` physics steps with ``ctrl`` held (with ``sim.model_for(d)``; a state
+    for which ``sim.hold_at`` is true applies its previous ``d.ctrl`` instead and keeps ``ctrl``
+    in the returned data for the next step).
 
     Returns the new data and the normal forces of the contact slots: per slot, the largest
     over the substeps (ncon,), or with ``per_substep`` every substep's (substeps, ncon) (the
     signals of BCG's trigger, :mod:`bcg.estimators.trigger`).
     """
     m = sim.model_for(d)
+    new = None
     if sim.nu:
-        d = d.replace(ctrl=jnp.asarray(ctrl, d.ctrl.dtype).reshape(d.ctrl.shape))
+        new = jnp.asarray(ctrl, d.ctrl.dtype).reshape(d.ctrl.shape)
+        applied = new if sim.hold_at is None else jnp.where(sim.hold_at(d), d.ctrl, new)
+        d = d.replace(ctrl=applied)
 
     def body(dd, _):
         dd = mjx.step(m, dd)
@@ -54,6 +59,8 @@ def control_step(
     ncon = mjx_compat.num_contact_slots(d)
     with differentiable_solver():
         d, forces = jax.lax.scan(body, d, None, sim.substeps)
+    if new is not None and sim.hold_at is not None:
+        d = d.replace(ctrl=new)  # applied next step by a holding state
     forces = forces.reshape(sim.substeps, ncon).astype(d.qpos.dtype)
     return d, (forces if per_substep else jnp.max(forces, axis=0, initial=0.0))
 

@@ -1,5 +1,6 @@
 """G1 domain randomisation: every item switchable, ranges, native and MJX versions."""
 
+import dataclasses
 import warnings
 
 import jax
@@ -159,8 +160,18 @@ def test_per_environment_models_in_training():
     np.testing.assert_array_equal(
         np.asarray(nominal.actuator_gainprm), env.sim.mj_model.actuator_gainprm
     )
-    # latency {0, 1} control steps: a servo-filter lag of 0 (nominal 1 ms) or 20 ms per env
-    lag = g1.g1_jump(randomization="latency,kp")
+    # latency {0, 1} control steps: by default a one-step hold of the previous control in the
+    # envs that draw it; with latency_mode="lag" a servo-filter lag of 0 (nominal 1 ms) or 20 ms
+    hold = g1.g1_jump(randomization="latency,kp")
+    assert hold.sim.hold_at is not None
+    ud = np.zeros(hold.sim.mj_model.nuserdata)
+    for flag, u, want in ((1.0, 0.7, True), (1.0, 0.2, False), (0.0, 0.7, False)):
+        ud[0], ud[-1] = flag, u
+        one = jax.tree_util.tree_map(lambda x: x[0], d).replace(userdata=jax.numpy.asarray(ud))
+        assert bool(hold.sim.hold_at(one)) == want
+    cfg = dataclasses.replace(gr.Randomization.parse("latency,kp"), latency_mode="lag")
+    lag = g1.g1_jump(randomization=cfg)
+    assert lag.sim.hold_at is None
     draws = np.zeros(gr.num_draws(lag.sim.mj_model))
     for u, want in ((0.2, gm.ACT_FILTER_TIMECONST), (0.7, 0.02)):
         draws[-1] = u

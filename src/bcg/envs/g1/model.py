@@ -550,4 +550,6 @@ def load_g1(
     )
     if per_env:
         sim = dataclasses.replace(sim, model_at=g1r.userdata_model(randomization, sim.mj_model))
+        if randomization.latency is not None and randomization.latency_mode == "hold":
+            sim = dataclasses.replace(sim, hold_at=g1r.userdata_hold(randomization, sim.mj_model))
     return sim

@@ -31,9 +31,10 @@ noise (root position +-2 cm in x, y and 0-1 cm up, root rotation +-0.05 rad per 
 In MJX training each environment carries its draws in its state (``data.userdata``, drawn at
 reset by :meth:`bcg.envs.g1.tracking.G1Tracking.initial_data`) and every control step builds
 its model from them (:func:`userdata_model`, :attr:`bcg.sim.Sim.model_at`), so the per-environment
-model also reaches every BCG branch, which copies the state. Action latency of L control steps
-is emulated there as a servo-filter lag of L control_dt (MJX has no delay buffer): the same
-mean delay, a first-order lag instead of a hold. Pushes are not applied in MJX training.
+model also reaches every BCG branch, which copies the state. Action latency (one control step)
+holds the previous control for a step in the environments that draw it (:func:`userdata_hold`,
+:attr:`bcg.sim.Sim.hold_at`), or with ``latency_mode="lag"`` is a servo-filter lag of the same
+mean delay. Pushes are not applied in MJX training.
 """
 
 from __future__ import annotations
@@ -80,9 +81,16 @@ class Randomization:
     push: tuple[float, float] | None = (1.0, 3.0)
     push_linear: tuple[float, float, float] = (0.5, 0.5, 0.2)
     push_angular: tuple[float, float, float] = (0.52, 0.52, 0.78)
+    # MJX training: latency as a one-step "hold" of the previous control (exact, at most 1
+    # step) or as a servo-filter "lag" of the same mean delay (native runs always hold)
+    latency_mode: str = "hold"
     reset_noise: tuple[float, float] | None = (0.05, 0.1)  # (root rotation rad, joints rad)
     reset_root_xy: float = 0.02
     reset_root_up: float = 0.01
+
+    def __post_init__(self):
+        if self.latency_mode not in ("hold", "lag"):
+            raise ValueError(f"latency_mode must be 'hold' or 'lag', got {self.latency_mode!r}")
 
     @classmethod
     def none(cls) -> Randomization:
@@ -251,16 +259,39 @@ def randomize_mjx_draws(mjx_model, draws, cfg: Randomization, mj_model: mujoco.M
     if cfg.joint_friction is not None:
         f = u("joint_friction", *cfg.joint_friction)
         upd["dof_frictionloss"] = m.dof_frictionloss.at[dofs].multiply(f)
-    if cfg.latency is not None and mj_model.na:
+    if cfg.latency is not None and cfg.latency_mode == "lag" and mj_model.na:
         # L control steps of latency, L uniform over {lo..hi}, as a servo-filter lag of
         # L control_dt (same mean delay; MJX has no actuator delay buffer). L = 0: unchanged.
         lo, hi = cfg.latency
-        steps = jnp.floor(u("latency", lo, hi + 1.0)[0])
-        steps = jnp.clip(steps, lo, hi)
+        steps = latency_steps(blocks["latency"][0], cfg)
         tc = steps * g1m.SUBSTEPS * float(mj_model.opt.timestep)
         dyn = m.actuator_dynprm
         upd["actuator_dynprm"] = dyn.at[:, 0].set(jnp.where(steps > 0, tc, dyn[:, 0]))
     return m.replace(**upd)
+
+
+def latency_steps(draw, cfg: Randomization):
+    """Control steps of latency, uniform over {lo..hi}, from one uniform draw in [0, 1)."""
+    lo, hi = cfg.latency
+    return jnp.clip(jnp.floor(lo + (hi + 1.0 - lo) * draw), lo, hi)
+
+
+def userdata_hold(cfg: Randomization, mj_model: mujoco.MjModel):
+    """A :attr:`bcg.sim.Sim.hold_at` for ``latency_mode="hold"``: a state with randomisation
+    draws (``userdata[0] > 0.5``) whose latency draw gives one step holds its previous control
+    for a control step, as a native run with that latency applies the previous action."""
+    if cfg.latency[1] > 1:
+        raise ValueError(
+            f"latency_mode='hold' emulates at most one control step of latency, got "
+            f"{cfg.latency}; use latency_mode='lag'"
+        )
+    n = num_draws(mj_model)
+
+    def hold_at(data):
+        ud = jax.lax.stop_gradient(data.userdata)
+        return (ud[0] > 0.5) & (latency_steps(ud[n], cfg) > 0)
+
+    return hold_at
 
 
 def randomize_mjx(mjx_model, key, cfg: Randomization, mj_model: mujoco.MjModel):
