@@ -213,7 +213,11 @@ def randomize_mjx_draws(mjx_model, draws, cfg: Randomization, mj_model: mujoco.M
     ``lo + (hi - lo) * draw`` as in :func:`randomize`, so ``draws =
     numpy.random.default_rng(s).random(num_draws(m))`` reproduces ``randomize(m, s, full)``.
     ``mj_model``: the native model the MJX model was made from (the indices)."""
-    m = mjx_model
+    return mjx_model.replace(**_draw_updates(mjx_model, draws, cfg, mj_model))
+
+
+def _draw_updates(m, draws, cfg: Randomization, mj_model: mujoco.MjModel) -> dict:
+    """The randomised ``mjx.Model`` fields of :func:`randomize_mjx_draws`, by name."""
     layout = draw_layout(mj_model)
     draws = jnp.asarray(draws)
     blocks, at = {}, 0
@@ -262,12 +266,11 @@ def randomize_mjx_draws(mjx_model, draws, cfg: Randomization, mj_model: mujoco.M
     if cfg.latency is not None and cfg.latency_mode == "lag" and mj_model.na:
         # L control steps of latency, L uniform over {lo..hi}, as a servo-filter lag of
         # L control_dt (same mean delay; MJX has no actuator delay buffer). L = 0: unchanged.
-        lo, hi = cfg.latency
         steps = latency_steps(blocks["latency"][0], cfg)
         tc = steps * g1m.SUBSTEPS * float(mj_model.opt.timestep)
         dyn = m.actuator_dynprm
         upd["actuator_dynprm"] = dyn.at[:, 0].set(jnp.where(steps > 0, tc, dyn[:, 0]))
-    return m.replace(**upd)
+    return upd
 
 
 def latency_steps(draw, cfg: Randomization):
@@ -315,13 +318,11 @@ def userdata_model(cfg: Randomization, mj_model: mujoco.MjModel):
                 f"per-environment randomisation needs nuserdata >= {n + 1}, the model has "
                 f"{ud.shape[-1]}"
             )
-        r = randomize_mjx_draws(mjx_model, ud[1 : n + 1], cfg, mj_model)
         on = ud[0] > 0.5
-        names = ("geom_friction", "body_mass", "body_inertia", "body_ipos")
-        names += ("actuator_gainprm", "actuator_biasprm", "dof_armature", "dof_frictionloss")
-        names += ("actuator_dynprm",)
-        upd = {k: jnp.where(on, getattr(r, k), getattr(mjx_model, k)) for k in names}
-        return mjx_model.replace(**upd)
+        upd = _draw_updates(mjx_model, ud[1 : n + 1], cfg, mj_model)
+        return mjx_model.replace(
+            **{k: jnp.where(on, v, getattr(mjx_model, k)) for k, v in upd.items()}
+        )
 
     return model_at
 
