@@ -119,3 +119,73 @@ def test_fall_is_root_height_below_fall_height(hopper_run):
     rep = native.transfer(pol, native.TransferConfig(runs=1, seconds=0.2, training_sim=False))
     (r,) = rep["native"]["runs"]
     assert r["fell"] and r["steps"] == 1 and math.isclose(r["fall_time"], 0.02)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClockedHopper(HopperJump):
+    """hopper_jump whose command depends on the state's time (as a residual action around a
+    moving reference does), so that delaying the command differs from delaying the action."""
+
+    def action_to_ctrl(self, action, data=None):
+        return action + 0.5 * jnp.sin(25.0 * data.time)
+
+
+class _LatencyOnly:
+    """A randomizer with the nominal model, one control step of latency and no pushes."""
+
+    notes = ()
+
+    def __init__(self, env):
+        self.init_env = env
+
+    def model(self, m, rng):
+        return m
+
+    def episode(self, rng, steps, control_dt):
+        return 1, {}
+
+
+def _delayed_return(env, m, pol, key, steps, delay_command):
+    """Return of one nominal native run with one step of latency applied to the command
+    (``delay_command``) or to the action (re-timed to the current state)."""
+    bridge = native.NativeBridge(env, m)
+    d = native.data_from_mjx(m, env.initial_data(key))
+    prev = bridge.to_mjx(d)
+    a_prev, c_prev, ret = None, d.ctrl.copy(), 0.0
+    for _ in range(steps):
+        a = np.asarray(pol.fn(np.asarray(bridge.observe(d))[None]))[0]
+        c = bridge.ctrl(a, d)
+        applied = a if a_prev is None else a_prev
+        if delay_command:
+            d.ctrl[:] = c_prev
+        else:
+            d.ctrl[:] = bridge.ctrl(applied, d)
+        a_prev, c_prev = a, c
+        for _ in range(env.sim.substeps):
+            mujoco.mj_step(m, d)
+        cur = bridge.to_mjx(d)
+        ret += bridge.reward(prev, applied, cur)
+        prev = cur
+    return ret
+
+
+def test_latency_delays_the_command_not_the_action(hopper_run):
+    """With one step of latency the servos receive the previous step's ctrl (the command as
+    sent, its time-dependent part included; the first step the initial ctrl), not the
+    previous action turned into a command at the current time."""
+    from bcg.transfer.runs import run_key, run_native
+
+    _, env, learner, state = hopper_run
+    cenv = ClockedHopper(sim=env.sim)
+    pol = dataclasses.replace(
+        policy_from_learner(learner, state, run={"task": "hopper_jump"}), env=cenv
+    )
+    cfg = native.TransferConfig(runs=1, seconds=0.2, training_sim=False, seed=2)
+    m, _ = native.native_model(cenv, "hopper_jump")
+    (run,), _, _ = run_native(pol, cfg, m, randomizer=_LatencyOnly(cenv))
+    assert run["latency_steps"] == 1 and not run["fell"]
+    key = run_key(cfg.seed, 0)
+    want = _delayed_return(cenv, m, pol, key, run["steps"], delay_command=True)
+    other = _delayed_return(cenv, m, pol, key, run["steps"], delay_command=False)
+    assert math.isclose(run["return"], want, rel_tol=1e-9, abs_tol=1e-9)
+    assert not math.isclose(run["return"], other, rel_tol=1e-4)  # the test can tell them apart

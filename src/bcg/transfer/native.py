@@ -22,9 +22,10 @@ differentiable solver. The transfer target is native MuJoCo with
 * domain randomisation per run (:class:`Randomizer`): the G1 env's own table (docs/method.md)
   (:mod:`bcg.envs.g1.randomization`); for other envs ``env.randomize(mj_model, rng)`` when the
   env has it, plus the runtime part of the table that does not change the model: action
-  latency of 0 or 1 control steps (per run) and pushes every U(1, 3) s (root velocity +=
-  U(+-0.5, +-0.5, +-0.2) m/s, U(+-0.52, +-0.52, +-0.78) rad/s) on models whose root is a free
-  joint.
+  latency of 0 or 1 control steps (per run; the servos receive the previous step's ``ctrl``,
+  the command as the policy sent it, reference frame included) and pushes every U(1, 3) s
+  (root velocity += U(+-0.5, +-0.5, +-0.2) m/s, U(+-0.52, +-0.52, +-0.78) rad/s) on models
+  whose root is a free joint.
 
 Each run starts from ``env.initial_data(key)`` (the env's reset distribution; the same keys for
 both simulators) and lasts ``seconds`` (default: one episode) or until a fall. Observations,

@@ -72,15 +72,20 @@ def run_native(
                 renderer, frames = None, None
         prev = bridge.to_mjx(d)
         obs = np.asarray(bridge._observe(prev))
-        a_prev = None
+        a_prev, c_prev = None, d.ctrl.copy()
         ret, pens, touch, track, fell_at, diverged = 0.0, [], 0, [], None, False
         clear = []
         n_push = 0
         for t in range(T):
             a = np.asarray(pol(obs[None]))[0]
-            applied = a if (latency == 0 or a_prev is None) else a_prev
-            a_prev = a
-            d.ctrl[:] = bridge.ctrl(applied, d)
+            c = bridge.ctrl(a, d)
+            # latency delays the command sent to the servos (its ctrl, as on the robot and in
+            # MJX training's hold), not the action: a residual action's reference frame is
+            # delayed with it; the first step applies the initial servo targets
+            delayed = latency > 0
+            applied = a_prev if (delayed and a_prev is not None) else a
+            d.ctrl[:] = c_prev if delayed else c
+            a_prev, c_prev = a, c
             if t in pushes:
                 lin, ang = pushes[t]
                 d.qvel[root[1] : root[1] + 3] += lin  # world linear velocity
