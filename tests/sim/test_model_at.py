@@ -124,3 +124,40 @@ def test_hold_applies_the_previous_control_one_step_late():
             np.testing.assert_allclose(float(dT.qpos[i, 0]), q, atol=1e-6)
             np.testing.assert_allclose(float(dT.qvel[i, 0]), v, atol=1e-5)
         np.testing.assert_allclose(np.asarray(dT.ctrl[:, 0]), [5.0, 5.0])
+
+
+def test_push_adds_its_velocity_change_before_the_step():
+    """A push due at the second control step (``push_at`` reads the state's time) adds its
+    velocity change before that step's physics, as native MuJoCo with ``qvel += dv`` does; the
+    env without draws (``userdata[0] = 0``) is not pushed. Analytic and BCG (whose branch gets
+    the same push), with the gradient of the final height w.r.t. the controls."""
+    dv = 0.7
+
+    def push_at(d):
+        due = (d.userdata[0] > 0.5) & (jnp.round(d.time / s.control_dt) == 1)
+        return jnp.where(due, dv, 0.0) * jnp.ones(1, d.qvel.dtype)
+
+    s = dataclasses.replace(bs.load(MOTOR, stiffness="stiff", name="motor"), push_at=push_at)
+    tmpl = bs.make_data(s)
+    d0 = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (2,) + x.shape), tmpl)
+    d0 = d0.replace(userdata=jnp.asarray([[1.0], [0.0]], d0.userdata.dtype))
+    ctrls = jnp.asarray([[[2.0], [2.0]], [[-1.0], [-1.0]], [[0.5], [0.5]]], d0.ctrl.dtype)
+
+    def native(push):
+        m = s.native_with_mjx_solver()
+        d = mujoco.MjData(m)
+        for t, c in enumerate([2.0, -1.0, 0.5]):
+            d.ctrl[0] = c
+            if push and t == 1:
+                d.qvel[0] += dv
+            for _ in range(s.substeps):
+                mujoco.mj_step(m, d)
+        return d.qpos[0], d.qvel[0]
+
+    want = [native(True), native(False)]
+    assert abs(want[0][1] - want[1][1] - dv) < 1e-9  # (no gravity, no contact: dv persists)
+    for est in (E.make("analytic"), BCG(num_branches=1, sigma_p=0.0, sigma_v=0.0, tau=0.0)):
+        dT, _ = jax.jit(lambda d, est=est: E.rollout(s, est, d, ctrls, jax.random.PRNGKey(0)))(d0)
+        for i, (q, v) in enumerate(want):
+            np.testing.assert_allclose(float(dT.qpos[i, 0]), q, atol=1e-6)
+            np.testing.assert_allclose(float(dT.qvel[i, 0]), v, atol=1e-5)

@@ -66,6 +66,9 @@ class Sim:
       hold_at: optional ``hold_at(data) -> bool``: the state applies its previous control
         (``data.ctrl``) for this control step and keeps the new one for the next, i.e. one
         control step of action latency (per environment when read from ``data.userdata``).
+      push_at: optional ``push_at(data) -> (nv,)``: a velocity change added to ``qvel`` before
+        the control step's physics (a push; per environment and step when read from the
+        state, so every BCG branch of a state gets the same push).
     """
 
     mj_model: mujoco.MjModel
@@ -75,6 +78,7 @@ class Sim:
     name: str = "model"
     model_at: Callable | None = None
     hold_at: Callable | None = None
+    push_at: Callable | None = None
 
     def model_for(self, data) -> mjx.Model:
         """The MJX model that steps ``data``: ``model_at(mjx_model, data)``, or ``mjx_model``."""

@@ -39,7 +39,7 @@ def control_step(
 ) -> tuple[mjx.Data, jax.Array]:
     """``sim.substeps`` physics steps with ``ctrl`` held (with ``sim.model_for(d)``; a state
     for which ``sim.hold_at`` is true applies its previous ``d.ctrl`` instead and keeps ``ctrl``
-    in the returned data for the next step).
+    in the returned data for the next step; ``sim.push_at(d)`` is added to ``qvel`` first).
 
     Returns the new data and the normal forces of the contact slots: per slot, the largest
     over the substeps (ncon,), or with ``per_substep`` every substep's (substeps, ncon) (the
@@ -51,6 +51,8 @@ def control_step(
         new = jnp.asarray(ctrl, d.ctrl.dtype).reshape(d.ctrl.shape)
         applied = new if sim.hold_at is None else jnp.where(sim.hold_at(d), d.ctrl, new)
         d = d.replace(ctrl=applied)
+    if sim.push_at is not None:
+        d = d.replace(qvel=d.qvel + jnp.asarray(sim.push_at(d), d.qvel.dtype))
 
     def body(dd, _):
         dd = mjx.step(m, dd)

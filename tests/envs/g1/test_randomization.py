@@ -165,8 +165,9 @@ def test_per_environment_models_in_training():
     hold = g1.g1_jump(randomization="latency,kp")
     assert hold.sim.hold_at is not None
     ud = np.zeros(hold.sim.mj_model.nuserdata)
+    lat = 1 + gr._block_start(hold.sim.mj_model, "latency")
     for flag, u, want in ((1.0, 0.7, True), (1.0, 0.2, False), (0.0, 0.7, False)):
-        ud[0], ud[-1] = flag, u
+        ud[0], ud[lat] = flag, u
         one = jax.tree_util.tree_map(lambda x: x[0], d).replace(userdata=jax.numpy.asarray(ud))
         assert bool(hold.sim.hold_at(one)) == want
     cfg = dataclasses.replace(gr.Randomization.parse("latency,kp"), latency_mode="lag")
@@ -174,7 +175,7 @@ def test_per_environment_models_in_training():
     assert lag.sim.hold_at is None
     draws = np.zeros(gr.num_draws(lag.sim.mj_model))
     for u, want in ((0.2, gm.ACT_FILTER_TIMECONST), (0.7, 0.02)):
-        draws[-1] = u
+        draws[lat - 1] = u
         tw = gr.randomize_mjx_draws(lag.sim.mjx_model, draws, lag.randomization, lag.sim.mj_model)
         np.testing.assert_allclose(np.asarray(tw.actuator_dynprm[:, 0]), want, rtol=1e-6)
     shared = g1.g1_jump(randomization="reset_noise")
@@ -209,6 +210,45 @@ def test_episode_sampling():
     assert quiet.latency == 0 and quiet.pushes == ()
     v = gr.apply_push(np.zeros(35), gr.Push(0, np.array([0.1, 0, 0]), np.array([0, 0, 0.3])))
     assert v[0] == 0.1 and v[5] == 0.3 and not v[6:].any()
+
+
+def test_push_schedule_in_training():
+    """MJX pushes: the schedule from draws has the native episode's ranges (first push at
+    1-3 s, then every 1-3 s; kicks within the table's bounds), and ``sim.push_at`` gives a
+    state exactly its due kick (world linear velocity, root-frame angular velocity) at the due
+    control step, nothing at other steps or without draws."""
+    cfg = gr.Randomization.full()
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        steps, lin, ang = gr.push_schedule(rng.random(7 * gr.MAX_PUSHES), cfg, 0.02)
+        steps, gaps = np.asarray(steps), np.diff(np.asarray(steps))
+        assert 50 <= steps[0] <= 150 and np.all((gaps >= 49) & (gaps <= 151))
+        assert np.all(np.abs(np.asarray(lin)) <= np.asarray(cfg.push_linear) + 1e-6)
+        assert np.all(np.abs(np.asarray(ang)) <= np.asarray(cfg.push_angular) + 1e-6)
+    env = g1.g1_jump(randomization="push")
+    sim = env.sim
+    assert sim.push_at is not None and sim.model_at is not None
+    assert sim.mj_model.nuserdata == 1 + gr.num_draws(sim.mj_model)
+    ud = np.zeros(sim.mj_model.nuserdata)
+    at = 1 + gr._block_start(sim.mj_model, "push")
+    block = np.full((gr.MAX_PUSHES, 7), 0.5)
+    block[0] = [0.25, 1.0, 0.0, 0.5, 0.75, 0.25, 1.0]  # t_1 = 1 + 2 * 0.25 = 1.5 s: step 75
+    block[1] = [0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # t_2 = 1.5 + 2 s: step 175, largest kicks
+    ud[0], ud[at : at + block.size] = 1.0, block.reshape(-1)
+    d = env.initial_data(jax.random.PRNGKey(0))
+
+    def kick(flag, step):
+        u = ud.copy()
+        u[0] = flag
+        one = d.replace(userdata=jax.numpy.asarray(u, d.userdata.dtype), time=step * 0.02)
+        return np.asarray(sim.push_at(one))
+
+    want = np.zeros(sim.nv)
+    want[0:3] = [0.5, -0.5, 0.0]
+    want[3:6] = [0.26, -0.26, 0.78]
+    np.testing.assert_allclose(kick(1.0, 75), want, atol=1e-6)
+    assert not kick(1.0, 74).any() and not kick(1.0, 76).any() and not kick(0.0, 75).any()
+    np.testing.assert_allclose(kick(1.0, 175)[:6], [0.5, 0.5, 0.2, 0.52, 0.52, 0.78], atol=1e-6)
 
 
 def test_g1_transfer_runs_play_the_whole_clip():

@@ -520,14 +520,15 @@ def load_g1(
     ``warmstart``: warm-start the MJX constraint solver (default off: with few solver
     iterations the warm start makes the G1 diverge, see the module docstring); the native
     model keeps MuJoCo's warm start (10 iterations converge either way).
-    ``randomization``: a :class:`bcg.envs.g1.randomization.Randomization` whose model items
-    and latency (if any is on) randomise every environment's MJX model from draws in its state
-    (``data.userdata``, :func:`bcg.envs.g1.randomization.userdata_model`)."""
+    ``randomization``: a :class:`bcg.envs.g1.randomization.Randomization` whose model items,
+    latency and pushes (if any is on) randomise every environment's MJX model, latency and push
+    schedule from draws in its state (``data.userdata``,
+    :func:`bcg.envs.g1.randomization.userdata_model`, ``userdata_hold``, ``userdata_push``)."""
     from bcg.envs.g1 import randomization as g1r
 
     c = config or G1Config()
     per_env = randomization is not None and any(
-        getattr(randomization, k) is not None for k in g1r.MODEL_ITEMS + ("latency",)
+        getattr(randomization, k) is not None for k in g1r.MODEL_ITEMS + ("latency", "push")
     )
     opts = dict(
         foot_radius=c.foot_radius,
@@ -552,4 +553,7 @@ def load_g1(
         sim = dataclasses.replace(sim, model_at=g1r.userdata_model(randomization, sim.mj_model))
         if randomization.latency is not None and randomization.latency_mode == "hold":
             sim = dataclasses.replace(sim, hold_at=g1r.userdata_hold(randomization, sim.mj_model))
+        if randomization.push is not None:
+            push = g1r.userdata_push(randomization, sim.mj_model, sim.control_dt)
+            sim = dataclasses.replace(sim, push_at=push)
     return sim

@@ -34,7 +34,10 @@ its model from them (:func:`userdata_model`, :attr:`bcg.sim.Sim.model_at`), so t
 model also reaches every BCG branch, which copies the state. Action latency (one control step)
 holds the previous control for a step in the environments that draw it (:func:`userdata_hold`,
 :attr:`bcg.sim.Sim.hold_at`), or with ``latency_mode="lag"`` is a servo-filter lag of the same
-mean delay. Pushes are not applied in MJX training.
+mean delay. Pushes follow a per-environment schedule drawn with the rest
+(:func:`push_schedule`, :func:`userdata_push`, :attr:`bcg.sim.Sim.push_at`): kicks at the clip
+times ``t_1 = U(1, 3)`` s, ``t_{j+1} = t_j + U(1, 3)`` s, as :func:`sample_episode` draws them
+for a native run.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ MODEL_ITEMS = (
 )
 EPISODE_ITEMS = ("latency", "push", "reset_noise")
 ITEMS = MODEL_ITEMS + EPISODE_ITEMS
+MAX_PUSHES = 8  # pushes per MJX episode schedule: at least 8 s at the shortest interval, 1 s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,10 +188,11 @@ def draw_layout(mj_model: mujoco.MjModel) -> dict[str, int]:
     """The uniform draws each model item takes, in the order :func:`randomize` consumes its
     generator: friction 1, link_mass one per body other than the world and the pelvis,
     base_mass 1, com 3, kp, kd nu each, armature, joint_friction one per joint dof,
-    joint_offset nu."""
+    joint_offset nu; then the MJX-only blocks: latency 1, push 7 per push of the schedule
+    (interval, linear kick 3, angular kick 3; :func:`push_schedule`)."""
     n_other = mj_model.nbody - 2
     dofs = g1m.joint_dof_indices(mj_model).size
-    return {  # (the last block, latency, has no native counterpart: see randomize_mjx_draws)
+    return {  # (the last blocks have no native counterpart: see randomize_mjx_draws)
         "friction": 1,
         "link_mass": n_other,
         "base_mass": 1,
@@ -198,7 +203,14 @@ def draw_layout(mj_model: mujoco.MjModel) -> dict[str, int]:
         "joint_friction": dofs,
         "joint_offset": mj_model.nu,
         "latency": 1,
+        "push": 7 * MAX_PUSHES,
     }
+
+
+def _block_start(mj_model: mujoco.MjModel, name: str) -> int:
+    """Index of block ``name``'s first draw in the draw vector (:func:`draw_layout`)."""
+    layout = draw_layout(mj_model)
+    return sum(layout[k] for k in list(layout)[: list(layout).index(name)])
 
 
 def num_draws(mj_model: mujoco.MjModel) -> int:
@@ -288,13 +300,45 @@ def userdata_hold(cfg: Randomization, mj_model: mujoco.MjModel):
             f"latency_mode='hold' emulates at most one control step of latency, got "
             f"{cfg.latency}; use latency_mode='lag'"
         )
-    n = num_draws(mj_model)
+    at = 1 + _block_start(mj_model, "latency")
 
     def hold_at(data):
         ud = jax.lax.stop_gradient(data.userdata)
-        return (ud[0] > 0.5) & (latency_steps(ud[n], cfg) > 0)
+        return (ud[0] > 0.5) & (latency_steps(ud[at], cfg) > 0)
 
     return hold_at
+
+
+def push_schedule(draws, cfg: Randomization, control_dt: float):
+    """The push schedule of a draw block (``7 * MAX_PUSHES`` uniforms in [0, 1)): control steps
+    ``round(t_j / control_dt)`` with ``t_j = sum_{i <= j} U(cfg.push)`` (clip time, s), and the
+    kicks ``linear_j = U(-1, 1)^3 * cfg.push_linear`` (world, m/s), ``angular_j = U(-1, 1)^3 *
+    cfg.push_angular`` (root frame, rad/s), as :func:`sample_episode` draws them.
+    Returns ``(steps (P,), linear (P, 3), angular (P, 3))``."""
+    d = jnp.asarray(draws).reshape(MAX_PUSHES, 7)
+    lo, hi = cfg.push
+    steps = jnp.round(jnp.cumsum(lo + (hi - lo) * d[:, 0]) / control_dt)
+    linear = (2.0 * d[:, 1:4] - 1.0) * jnp.asarray(cfg.push_linear, d.dtype)
+    angular = (2.0 * d[:, 4:7] - 1.0) * jnp.asarray(cfg.push_angular, d.dtype)
+    return steps, linear, angular
+
+
+def userdata_push(cfg: Randomization, mj_model: mujoco.MjModel, control_dt: float):
+    """A :attr:`bcg.sim.Sim.push_at` for pushes in MJX training: a state with randomisation
+    draws (``userdata[0] > 0.5``) at control step ``k = round(time / control_dt)`` gets the
+    kicks of its :func:`push_schedule` due at ``k`` (:func:`apply_push`: world linear velocity,
+    root-frame angular velocity, the free joint's 6 dofs)."""
+    at, size = 1 + _block_start(mj_model, "push"), draw_layout(mj_model)["push"]
+    nv = mj_model.nv
+
+    def push_at(data):
+        ud = jax.lax.stop_gradient(data.userdata)
+        steps, lin, ang = push_schedule(ud[at : at + size], cfg, control_dt)
+        k = jnp.round(jax.lax.stop_gradient(data.time) / control_dt)
+        due = ((ud[0] > 0.5) & (steps == k)).astype(lin.dtype)
+        return jnp.zeros(nv, lin.dtype).at[0:3].set(due @ lin).at[3:6].set(due @ ang)
+
+    return push_at
 
 
 def randomize_mjx(mjx_model, key, cfg: Randomization, mj_model: mujoco.MjModel):
