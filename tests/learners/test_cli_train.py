@@ -135,6 +135,14 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step) + 100)
     assert got.env.episode_return.shape == (E, 2)
+    # the same on --resume (not strict); with equal shapes the environments are restored
+    got = restore_checkpoint(run, tmpl, 2)[0]
+    np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step) + 100)
+    for a, b in zip(*(jax.tree_util.tree_leaves(x.actor) for x in (got, saved)), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    same = dataclasses.replace(saved, actor=zero_actor, env=saved.env._replace(step=env.step))
+    got = restore_checkpoint(run, same, 2)[0]
+    np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step))
 
 
 @pytest.mark.parametrize(

@@ -175,11 +175,11 @@ def restore_checkpoint(run_dir, template_state, step: int | None = None, strict:
     paths, treedef = jax.tree_util.tree_flatten_with_path(template_state)
     leaves = [x for _, x in paths]
     saved = dict(p["leaves"])
+    env = {f"{i:05d}" for i, (path, _) in enumerate(paths) if _in_env_state(path)}
     if strict:  # every non-empty leaf, by position and shape (empty arrays are not saved)
         want = {f"{i:05d}": tuple(np.shape(x)) for i, x in enumerate(leaves) if np.size(x)}
         have = {k: tuple(np.shape(v)) for k, v in saved.items()}
         if have != want:
-            env = {f"{i:05d}" for i, (path, _) in enumerate(paths) if _in_env_state(path)}
             bad = {k for k in set(have) | set(want) if have.get(k) != want.get(k)}
             if not env or not bad <= env:
                 raise ValueError(
@@ -187,14 +187,19 @@ def restore_checkpoint(run_dir, template_state, step: int | None = None, strict:
                     f"state ({len(have)} arrays vs this run's {len(want)}, or other shapes): "
                     "--init-from needs the same learner, estimator, env sizes and networks"
                 )
-            # only the environment states differ (e.g. the env now carries per-environment
-            # randomisation draws): take everything else, start the environments afresh
-            print(
-                f"[bcg] {run_dir / CKPT_DIR / str(step)}: the environment states differ in "
-                "shape from this run's; they start afresh (policy, critic and optimiser are "
-                "taken from the checkpoint)"
-            )
-            saved = {k: v for k, v in saved.items() if k not in env}
+    # only the environment states differ (e.g. the env now carries more per-environment
+    # randomisation draws): take everything else, start the environments afresh
+    shapes = {f"{i:05d}": tuple(np.shape(x)) for i, x in enumerate(leaves)}
+    if any(
+        tuple(np.shape(saved[k])) != shapes[k] if k in saved else np.prod(shapes[k]) > 0
+        for k in env
+    ):
+        print(
+            f"[bcg] {run_dir / CKPT_DIR / str(step)}: the environment states differ in "
+            "shape from this run's; they start afresh (policy, critic and optimiser are "
+            "taken from the checkpoint)"
+        )
+        saved = {k: v for k, v in saved.items() if k not in env}
     restored = [jnp.asarray(saved.get(f"{i:05d}", x)) for i, x in enumerate(leaves)]
     state = jax.tree_util.tree_unflatten(treedef, restored)
     return state, int(p["iteration"]), int(p["env_steps"]), float(p["wall_time"])
