@@ -130,7 +130,7 @@ def test_push_adds_its_velocity_change_before_the_step():
     """A push due at the second control step (``push_at`` reads the state's time) adds its
     velocity change before that step's physics, as native MuJoCo with ``qvel += dv`` does; the
     env without draws (``userdata[0] = 0``) is not pushed. Analytic and BCG (whose branch gets
-    the same push), with the gradient of the final height w.r.t. the controls."""
+    the same push)."""
     dv = 0.7
 
     def push_at(d):

@@ -294,7 +294,8 @@ def latency_steps(draw, cfg: Randomization):
 def userdata_hold(cfg: Randomization, mj_model: mujoco.MjModel):
     """A :attr:`bcg.sim.Sim.hold_at` for ``latency_mode="hold"``: a state with randomisation
     draws (``userdata[0] > 0.5``) whose latency draw gives one step holds its previous control
-    for a control step, as a native run with that latency applies the previous action."""
+    for a control step, as a native run with that latency applies the previous command
+    (:func:`bcg.transfer.runs.run_native`)."""
     if cfg.latency[1] > 1:
         raise ValueError(
             f"latency_mode='hold' emulates at most one control step of latency, got "
