@@ -123,7 +123,7 @@ def test_foot_height_term_weighs_the_flight(env):
 
 
 def test_flight_term_is_the_reached_share_of_the_clearance(env):
-    """w_flight [h* > 5 mm] clip(h / h*, 0, 1): w_flight on the reference at the flight's peak,
+    """w_flight [h* > 5 mm] min(h / h*, 1): w_flight on the reference at the flight's peak,
     the reached share of h* with the feet 5 cm lower, and nothing in a stance frame."""
     import dataclasses
 
@@ -141,6 +141,25 @@ def test_flight_term_is_the_reached_share_of_the_clearance(env):
         env.reward(stand, jnp.zeros(29), stand)
     )
     assert gap == 0.0
+
+
+def test_flight_term_pulls_up_a_foot_still_on_the_floor(env):
+    """In a flight frame with the feet pressed 1 mm into the floor, d(flight term)/d(root z)
+    is w_flight / h*: the term's gradient reaches feet that have not left the ground yet (a
+    share clipped at 0 would give no gradient there)."""
+    import dataclasses
+
+    fly = dataclasses.replace(env, w_flight=3.0)
+    k = int(np.argmax(env.reference.foot_height))
+    h = float(env.reference.foot_height[k])
+    _, dx = _data(env, k, z_shift=-h - 0.001)  # lowest foot 1 mm below the floor
+
+    def flight(z):
+        d = dx.replace(qpos=dx.qpos.at[2].add(z))
+        return fly.tracking_errors(d)["flight"]
+
+    assert float(flight(0.0)) == pytest.approx(-0.001 / h, rel=1e-3)
+    assert float(jax.grad(flight)(0.0)) == pytest.approx(1.0 / h, rel=1e-6)
 
 
 def test_termination_by_root_height(env):

@@ -62,7 +62,7 @@ against its reference frame:
       + w_joint exp(-mean_j (q_j - q*_j)^2 / 0.3^2)
       + w_lin_vel exp(-|v - v*|^2 / 1.0^2)  +  w_ang_vel exp(-|w - w*|^2 / 3.14^2)
       + w_feet exp(-(h - h*)^2 / 0.1^2)
-      + w_flight [h* > 5 mm] clip(h / h*, 0, 1)
+      + w_flight [h* > 5 mm] min(h / h*, 1)
       - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2
 
 with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small errors; smooth,
@@ -73,8 +73,9 @@ action rate 0.8 (the paper's weight, on the mean over joints). ``h``: the lowest
 bottom (``h*`` the reference's; equal at 0 while both stand, so the term weighs the flight
 phase), ``w_feet`` 0 by default (an addition to BeyondMimic's terms). ``w_flight`` (0 by
 default, ours): only in the reference's airborne frames, the share of the reference foot
-clearance the robot reaches with both feet, linear so that its gradient does not fade while the
-feet are still down. Terminated when the root is below 0.3 m (the paper).
+clearance the robot reaches with both feet, linear and unclipped below (a foot pressed into the
+floor gives a small negative share) so that its gradient 1 / h* reaches the lower foot while it
+is still down. Terminated when the root is below 0.3 m (the paper).
 
 Reward ``reward="add"`` (the paper's; :mod:`bcg.envs.g1.add`): ``r = w_add r_ADD(D_phi(delta))
 - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2`` with delta the scaled difference of
@@ -426,7 +427,7 @@ class G1Tracking(ContactEnv):
         }
         if self.w_flight:  # (Python branch: without the term the traced program is unchanged)
             href = jnp.asarray(self.reference.foot_height)[k]
-            share = jnp.clip(self._foot_low(kin) / jnp.maximum(href, 1e-3), 0.0, 1.0)
+            share = jnp.minimum(self._foot_low(kin) / jnp.maximum(href, 1e-3), 1.0)
             out["flight"] = jnp.where(href > FLIGHT_CLEARANCE, share, 0.0)
         return out
 
