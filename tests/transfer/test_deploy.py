@@ -14,6 +14,7 @@ from bcg.transfer import deploy, lowlevel, native
 from bcg.transfer.policy import load_policy
 
 sys.path.insert(0, str(Path(__file__).parent))
+from hoppers import CommandSeeingHopper  # noqa: E402
 from pdbot import pdbot_env  # noqa: E402
 
 
@@ -56,6 +57,21 @@ def test_runner_matches_native_hopper(hopper_run):
     st, base = tr.read()
     assert st.motor_state[0].q == tr.d.qpos[3] and st.motor_state[1].dq == tr.d.qvel[4]
     np.testing.assert_array_equal(base.qpos, tr.d.qpos[:3])  # rootx, rootz, rooty
+
+
+def test_runner_observes_the_last_command_sent(hopper_run):
+    """An env that observes ``data.ctrl`` sees the last command sent (the first step: a zero
+    action's), in the runner as in native MuJoCo: the trajectories agree, stepping the runner
+    one control period per call."""
+    _, env, _, _ = hopper_run
+    cenv = CommandSeeingHopper(sim=env.sim)
+    m, _ = native.native_model(cenv, "hopper_jump")
+    f = _random_actor_policy(cenv.observation_size, cenv.action_size, seed=3)
+    key = jax.random.PRNGKey(5)
+    want, _ = direct_native(cenv, m, f, key, 30)
+    got, tr = via_runner(cenv, m, f, key, 30)
+    assert np.abs(want[1:] - want[0]).max() > 0.05  # it moves
+    np.testing.assert_allclose(got, want, atol=1e-9)
 
 
 def _random_actor_policy(obs_size, act_size, seed=0):

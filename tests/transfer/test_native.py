@@ -3,6 +3,8 @@
 import dataclasses
 import json
 import math
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -12,6 +14,9 @@ import numpy as np
 from bcg.envs.hopper_jump import HopperJump
 from bcg.transfer import native
 from bcg.transfer.policy import load_policy, policy_from_learner
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hoppers import ClockedHopper, CommandSeeingHopper  # noqa: E402
 
 
 def test_native_bridge_observes_like_mjx(hopper_run):
@@ -121,15 +126,6 @@ def test_fall_is_root_height_below_fall_height(hopper_run):
     assert r["fell"] and r["steps"] == 1 and math.isclose(r["fall_time"], 0.02)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
-class ClockedHopper(HopperJump):
-    """hopper_jump whose command depends on the state's time (as a residual action around a
-    moving reference does), so that delaying the command differs from delaying the action."""
-
-    def action_to_ctrl(self, action, data=None):
-        return action + 0.5 * jnp.sin(25.0 * data.time)
-
-
 class _LatencyOnly:
     """A randomizer with the nominal model, one control step of latency and no pushes."""
 
@@ -188,4 +184,53 @@ def test_latency_delays_the_command_not_the_action(hopper_run):
     want = _delayed_return(cenv, m, pol, key, run["steps"], delay_command=True)
     other = _delayed_return(cenv, m, pol, key, run["steps"], delay_command=False)
     assert math.isclose(run["return"], want, rel_tol=1e-9, abs_tol=1e-9)
+    assert not math.isclose(run["return"], other, rel_tol=1e-4)  # the test can tell them apart
+
+
+def _command_seeing_return(env, m, pol, key, steps, observe_sent):
+    """Return of one nominal native run with one step of latency whose observations carry the
+    last command sent (``observe_sent``) or the one the servos just applied."""
+    bridge = native.NativeBridge(env, m)
+    d = native.data_from_mjx(m, env.initial_data(key))
+    prev = seen = bridge.to_mjx(d)
+    a_prev, c_prev, ret = None, d.ctrl.copy(), 0.0
+    for _ in range(steps):
+        a = np.asarray(pol.fn(np.asarray(bridge._observe(seen))[None]))[0]
+        c = bridge.ctrl(a, d)
+        applied = a if a_prev is None else a_prev
+        d.ctrl[:] = c_prev
+        a_prev, c_prev = a, c
+        for _ in range(env.sim.substeps):
+            mujoco.mj_step(m, d)
+        cur = bridge.to_mjx(d)
+        ret += bridge.reward(prev, applied, cur)
+        prev = cur
+        seen = cur.replace(ctrl=jnp.asarray(c, cur.ctrl.dtype)) if observe_sent else cur
+    return ret
+
+
+def test_a_delayed_run_observes_the_command_in_flight(hopper_run):
+    """With one step of latency, the state a native run observes holds the last command sent
+    (still in flight, as MJX training's hold keeps it in ``data.ctrl``), not the one the
+    servos just applied."""
+    from bcg.transfer.runs import run_key, run_native
+
+    _, env, learner, state = hopper_run
+    cenv = CommandSeeingHopper(sim=env.sim)
+    nu = env.sim.nu
+
+    def fn(obs):  # a policy that acts on the observed command
+        return jnp.tanh(2.0 * obs[:, -nu:] + 0.5 * obs[:, :nu] + 0.2)
+
+    pol = dataclasses.replace(
+        policy_from_learner(learner, state, run={"task": "hopper_jump"}), env=cenv, fn=fn
+    )
+    cfg = native.TransferConfig(runs=1, seconds=0.2, training_sim=False, seed=2)
+    m, _ = native.native_model(cenv, "hopper_jump")
+    (run,), _, _ = run_native(pol, cfg, m, randomizer=_LatencyOnly(cenv))
+    assert run["latency_steps"] == 1 and not run["fell"]
+    key = run_key(cfg.seed, 0)
+    want = _command_seeing_return(cenv, m, pol, key, run["steps"], observe_sent=True)
+    other = _command_seeing_return(cenv, m, pol, key, run["steps"], observe_sent=False)
+    assert math.isclose(run["return"], want, rel_tol=1e-6)
     assert not math.isclose(run["return"], other, rel_tol=1e-4)  # the test can tell them apart

@@ -3,13 +3,19 @@ came from, in load_policy and through the CLI, and a policy.npz that does not fi
 
 import json
 import shutil
+import sys
+from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
 from bcg import cli
 from bcg.transfer.pack import POLICY_FILE, pack_policy
 from bcg.transfer.policy import load_policy
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hoppers import CommandSeeingHopper  # noqa: E402
 
 
 def test_packed_policy_acts_like_its_checkpoint(hopper_run, tmp_path, restore_jax, capsys):
@@ -44,3 +50,41 @@ def test_packed_metrics_end_at_the_packed_iteration(hopper_run, tmp_path):
     (src / "metrics.csv").write_text("iteration,env_steps\n1,8\n2,16\n3,24\n")
     out = pack_policy(src / "checkpoints" / "1", tmp_path / "packed")
     assert (out / "metrics.csv").read_text() == "iteration,env_steps\n1,8\n"
+
+
+def test_a_policy_widens_to_features_appended_to_its_observation(hopper_run, tmp_path):
+    """--init-from a packed policy into an env whose observation appends features: with
+    ``widen_observation`` the new inputs get zero first-layer weights and the normaliser's
+    prior, so the widened policy acts exactly as the packed one whatever the new features
+    hold; without it the shapes are an error."""
+    import jax.numpy as jnp
+
+    from bcg.learners.shac import SHAC
+    from bcg.transfer.pack import load_packed_params
+
+    run_dir, env, learner, state = hopper_run
+    out = pack_policy(run_dir, tmp_path / "packed")
+    wide = SHAC(CommandSeeingHopper(sim=env.sim), learner.estimator, learner.cfg)
+    n, nu = env.observation_size, env.sim.nu
+    assert wide.env.observation_size == n + nu
+    with pytest.raises(ValueError, match="does not fit the policy"):
+        load_packed_params(out, wide)
+    params = load_packed_params(out, wide, widen_observation=True)
+    rng = np.random.default_rng(1)
+    obs = rng.normal(size=(16, n)).astype(np.float32)
+    extra = 3.0 * rng.normal(size=(16, nu)).astype(np.float32)
+    old = np.asarray(learner.policy(learner.policy_params(state), obs))
+    new = np.asarray(wide.policy(params, np.concatenate([obs, extra], axis=1)))
+    np.testing.assert_allclose(new, old, rtol=1e-6, atol=1e-6)
+
+    # the new inputs are wired in: a non-zero weight on their (zero) rows changes the action
+    def poke(x):
+        x = np.asarray(x)
+        if x.ndim == 2 and x.shape[0] == n + nu:
+            assert not x[n:].any()
+            x = x.copy()
+            x[n:] = rng.normal(size=x[n:].shape)  # (a uniform row would cancel in LayerNorm)
+        return jnp.asarray(x)
+
+    poked = np.asarray(wide.policy(jax.tree_util.tree_map(poke, params), np.c_[obs, extra]))
+    assert np.max(np.abs(poked - old)) > 1e-3

@@ -28,7 +28,10 @@ draws), the rest is restored and the environments start afresh. From a *packed*
 policy (:mod:`bcg.transfer.pack`, which keeps only actor and observation normaliser) the new
 run takes those two and starts everything else afresh (critic, optimiser moments, return
 normaliser, environments); ``SHACConfig.critic_warmup`` then holds the actor for the first
-iterations while the fresh critic learns the policy's values.
+iterations while the fresh critic learns the policy's values. A packed policy of a shorter
+observation whose features this env extends at the end (``G1Tracking(observe_command=True)``)
+is widened with zero input weights for the new features
+(:func:`bcg.transfer.pack.widen_observation_params`): it starts as the same policy.
 
 Devices: ``train(..., devices=N)`` (``bcg train --devices N``; default all of
 ``jax.devices()``) shards the environment batch over N devices (``learner.sharded``, see
@@ -218,7 +221,9 @@ def _init_from_packed(learner, state, src: Path):
 
     run = json.loads((src / "run.json").read_text())
     packed = run.get("packed", {})
-    state = learner.with_policy_params(state, load_packed_params(src, learner))
+    state = learner.with_policy_params(
+        state, load_packed_params(src, learner, widen_observation=True)
+    )
     it = packed.get("iteration")
     walls = [float(r["wall_time"]) for r in _read_rows(src / CSV_FILE) if int(r["iteration"]) == it]
     return state, int(packed.get("env_steps", 0)), walls[-1] if walls else 0.0

@@ -11,6 +11,11 @@ Each control period:
     transport.write(motor_map.command(ctrl))    # LowCmd: PD targets / gains / feed-forward
     transport.wait()                            # one control period
 
+The state ``d`` carries in its ``ctrl`` the last command sent (before the first, the command of
+a zero action at the first state, as a training reset sets it; :attr:`DeployRunner.last_ctrl`),
+as in MJX training and native transfer runs, so an env that observes it
+(``G1Tracking(observe_command=True)``) sees the same here.
+
 Transports:
 
 * :class:`MujocoTransport`: native MuJoCo standing in for the robot, like unitree_mujoco's
@@ -319,26 +324,33 @@ class DeployRunner:
     """The 50 Hz loop (module docstring). ``policy(obs (n,)) -> action (A,)`` (numpy);
     ``observation``: the robot state -> training-model state and observation
     (:class:`StateObservation`); ``ctrl_fn(action, d) -> ctrl`` with ``d`` that state's
-    ``MjData`` (default in :func:`make_runner`: the env's action_to_ctrl)."""
+    ``MjData`` (default in :func:`make_runner`: the env's action_to_ctrl). ``run`` may be
+    called again to continue: ``t0`` (the next period's time) and ``last_ctrl`` carry over."""
 
     policy: Callable
     observation: StateObservation
     motor_map: MotorMap
     ctrl_fn: Callable
     transport: Transport
-    t0: float = 0.0
+    t0: float = 0.0  # the time (s) of the next control period
+    last_ctrl: np.ndarray | None = None  # the last command sent (the state's ctrl)
 
     def run(self, steps: int, log: bool = True) -> dict:
         out = {"obs": [], "action": [], "q": [], "dq": [], "time": []}
         dt = float(self.transport.control_dt)
-        for k in range(int(steps)):
-            t = self.t0 + k * dt
+        for _ in range(int(steps)):
+            t = self.t0
+            self.t0 = t + dt
             st, base = self.transport.read()
             d = self.observation.state(st, base, t)
+            if self.last_ctrl is None:  # before any command: a zero action's, as a reset sets
+                nu = self.observation.bridge.env.action_size
+                self.last_ctrl = np.asarray(self.ctrl_fn(np.zeros(nu, np.float32), d))
+            d.ctrl[:] = self.last_ctrl
             obs = np.asarray(self.observation.bridge.observe(d), np.float32)
             action = np.asarray(self.policy(obs)).reshape(-1)
-            cmd = self.motor_map.command(self.ctrl_fn(action, d))
-            self.transport.write(cmd)
+            self.last_ctrl = np.asarray(self.ctrl_fn(action, d))
+            self.transport.write(self.motor_map.command(self.last_ctrl))
             self.transport.wait()
             if log:
                 n = self.motor_map.num_motors

@@ -52,15 +52,19 @@ def _trim_rows(path: Path, iteration: int) -> None:
     path.write_text("\n".join(keep) + "\n")
 
 
-def load_packed_params(run_dir: Path, learner):
+def load_packed_params(run_dir: Path, learner, widen_observation: bool = False):
     """The policy parameters in ``run_dir/policy.npz``, in the pytree of ``learner``'s (shapes
-    checked: a ValueError names a mismatch)."""
+    checked: a ValueError names a mismatch). ``widen_observation``: a policy packed for a
+    shorter observation (the same features followed by new ones at the end) is widened to the
+    learner's by :func:`widen_observation_params`."""
     import jax
 
     template = learner.policy_params(learner.init(jax.random.PRNGKey(0)))
     leaves, treedef = jax.tree_util.tree_flatten(template)
     with np.load(run_dir / POLICY_FILE) as f:
         saved = [f[f"arr_{i}"] for i in range(len(f.files))]
+    if widen_observation and len(saved) == len(leaves):
+        saved = widen_observation_params(saved, [np.asarray(x) for x in leaves])
     if [x.shape for x in saved] != [np.shape(x) for x in leaves]:
         raise ValueError(
             f"{run_dir / POLICY_FILE} does not fit the policy that run.json builds "
@@ -69,3 +73,31 @@ def load_packed_params(run_dir: Path, learner):
     return jax.tree_util.tree_unflatten(
         treedef, [jax.numpy.asarray(s, x.dtype) for s, x in zip(saved, leaves, strict=True)]
     )
+
+
+def widen_observation_params(saved: list, template: list) -> list:
+    """Policy parameters for an observation of ``n`` features widened to ``N > n`` by features
+    appended at the end: every array whose leading axis is ``n`` where the template's is ``N``
+    (same other axes) is extended along it. A 2-D array (the first layer's kernel, inputs x
+    units) gets zero rows, so the widened policy computes exactly the old one until training
+    moves them; a 1-D array (the observation normaliser's mean and variance) gets the
+    template's entries (its prior, mean 0 and variance 1). Arrays of equal shape are kept; any
+    other mismatch is left for the caller's shape check."""
+    pairs = [
+        (s.shape[0], t.shape[0])
+        for s, t in zip(saved, template, strict=True)
+        if s.ndim == t.ndim >= 1 and s.shape != t.shape and s.shape[1:] == t.shape[1:]
+    ]
+    if not pairs or len(set(pairs)) != 1 or not pairs[0][0] < pairs[0][1]:
+        return saved
+    n, big = pairs[0]
+    out = []
+    for s, t in zip(saved, template, strict=True):
+        widened = s.ndim == t.ndim >= 1 and (s.shape[0], t.shape[0]) == (n, big)
+        if widened and s.shape[1:] == t.shape[1:]:
+            if s.ndim == 1:
+                s = np.concatenate([s, t[n:].astype(s.dtype)])
+            elif s.ndim == 2:
+                s = np.concatenate([s, np.zeros((big - n, s.shape[1]), s.dtype)])
+        out.append(s)
+    return out

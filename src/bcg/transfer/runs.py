@@ -96,7 +96,10 @@ def run_native(
             if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
                 diverged, fell_at = True, t
                 break
+            # the state's ctrl is the last command *sent* (MJX training's hold keeps it there,
+            # the deploy runner too): an env that observes it sees the one still in flight
             cur = bridge.to_mjx(d)
+            cur = cur.replace(ctrl=jnp.asarray(c, cur.ctrl.dtype))
             ret += bridge.reward(prev, applied, cur)
             p, tc = measures.foot_penetration_native(mi, d, feet)
             if tc:

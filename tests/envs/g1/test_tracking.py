@@ -162,6 +162,23 @@ def test_flight_term_pulls_up_a_foot_still_on_the_floor(env):
     assert float(jax.grad(flight)(0.0)) == pytest.approx(1.0 / h, rel=1e-6)
 
 
+def test_observe_command_appends_the_command_in_flight(env):
+    """observe_command: the 327 features, then (ctrl - q) / s of the state's ctrl (the last
+    command sent)."""
+    import dataclasses
+
+    cmd = dataclasses.replace(env, observe_command=True)
+    k = 60
+    _, dx = _data(env, k)
+    u = env.reference_qpos[k, 7:] + np.linspace(-0.2, 0.2, 29)
+    dx = dx.replace(ctrl=jnp.asarray(u, dx.ctrl.dtype))
+    o, oc = np.asarray(env.observe(dx)), np.asarray(cmd.observe(dx))
+    assert oc.shape == (356,) and cmd.observation_size == 356 and env.observation_size == 327
+    np.testing.assert_array_equal(oc[:327], o)
+    want = (u - np.asarray(dx.qpos[7:])) / env._action_map[1]
+    np.testing.assert_allclose(oc[327:], want, rtol=1e-5, atol=1e-7)
+
+
 def test_termination_by_root_height(env):
     _, low = _data(env, 0, z_shift=-0.45)  # pelvis at about 0.31 m
     assert not bool(env.terminated(low))

@@ -42,6 +42,11 @@ key points relative to the reference root
 ====================================================  =====
 
 (327 in all; joint positions and the phase are additions to the paper's list.)
+With ``observe_command=True`` (ours, off by default) the observation also holds the command
+the servos execute next, ``(ctrl - q) / s`` per joint (29 more, 356): ``data.ctrl`` is the
+last command *sent* (with one step of action latency, :attr:`bcg.sim.Sim.hold_at`, the one
+still in flight), so a delayed policy can tell which command its servos are executing;
+native runs (:mod:`bcg.transfer.runs`) and the deploy runner supply the same.
 
 Actions: ``a`` in (-1, 1)^29 (the learners' tanh policies) are joint-position targets.
 ``actions="absolute"`` (default): ``ctrl = clip(q_default + s * a, joint range)``,
@@ -182,6 +187,7 @@ class G1Tracking(ContactEnv):
     start: str = "random"  # "random" | "first": the reset frame (module docstring)
     start_focus: tuple[int, int] | None = None  # start="random": frames [a, b) drawn more often
     start_focus_prob: float = 0.5  # share of resets drawn from start_focus
+    observe_command: bool = False  # observe the last sent command (module docstring)
     w_add: float = 1.0
     discriminator: g1add.Discriminator = dataclasses.field(default_factory=g1add.Discriminator)
 
@@ -366,7 +372,8 @@ class G1Tracking(ContactEnv):
 
     def observe(self, data):
         """The 327 observation features (module docstring) of the current state; body poses
-        from :meth:`kinematics` (not the possibly stale ``data.xpos`` / ``xmat``)."""
+        from :meth:`kinematics` (not the possibly stale ``data.xpos`` / ``xmat``); with
+        :attr:`observe_command` 29 more, ``(data.ctrl - q) / s``."""
         ref = self._ref
         kin = self.kinematics(data)
         p, R = self._root(kin)
@@ -398,6 +405,9 @@ class G1Tracking(ContactEnv):
                 ref["qpos"][j, 7:],
                 ((ref["key_pos"][j] - pr) @ Rr).reshape(-1),
             ]
+        if self.observe_command:
+            span = jnp.asarray(self._action_map[1])
+            feats.append((data.ctrl - data.qpos[7:]) / span)
         return jnp.concatenate([f.astype(p.dtype) for f in feats])
 
     # ------------------------------------------------------------------ reward
