@@ -64,7 +64,16 @@ def load_packed_params(run_dir: Path, learner, widen_observation: bool = False):
     with np.load(run_dir / POLICY_FILE) as f:
         saved = [f[f"arr_{i}"] for i in range(len(f.files))]
     if widen_observation and len(saved) == len(leaves):
-        saved = widen_observation_params(saved, [np.asarray(x) for x in leaves])
+        wide = widen_observation_params(saved, [np.asarray(x) for x in leaves])
+        grown = [
+            (a.shape[0], b.shape[0]) for a, b in zip(saved, wide, strict=True) if a.shape != b.shape
+        ]
+        if grown:
+            print(
+                f"[bcg] {run_dir / POLICY_FILE}: observation widened from {grown[0][0]} to "
+                f"{grown[0][1]} features (zero input weights for the new ones)"
+            )
+        saved = wide
     if [x.shape for x in saved] != [np.shape(x) for x in leaves]:
         raise ValueError(
             f"{run_dir / POLICY_FILE} does not fit the policy that run.json builds "
