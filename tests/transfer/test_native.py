@@ -141,15 +141,16 @@ class _LatencyOnly:
         return 1, {}
 
 
-def _delayed_return(env, m, pol, key, steps, delay_command):
+def _delayed_return(env, m, pol, key, steps, delay_command=True, observe_sent=False):
     """Return of one nominal native run with one step of latency applied to the command
-    (``delay_command``) or to the action (re-timed to the current state)."""
+    (``delay_command``) or to the action (re-timed to the current state); the observed state's
+    ctrl is the last command sent (``observe_sent``) or the one the servos just applied."""
     bridge = native.NativeBridge(env, m)
     d = native.data_from_mjx(m, env.initial_data(key))
-    prev = bridge.to_mjx(d)
+    prev = seen = bridge.to_mjx(d)
     a_prev, c_prev, ret = None, d.ctrl.copy(), 0.0
     for _ in range(steps):
-        a = np.asarray(pol.fn(np.asarray(bridge.observe(d))[None]))[0]
+        a = np.asarray(pol.fn(np.asarray(bridge._observe(seen))[None]))[0]
         c = bridge.ctrl(a, d)
         applied = a if a_prev is None else a_prev
         if delay_command:
@@ -162,6 +163,7 @@ def _delayed_return(env, m, pol, key, steps, delay_command):
         cur = bridge.to_mjx(d)
         ret += bridge.reward(prev, applied, cur)
         prev = cur
+        seen = cur.replace(ctrl=jnp.asarray(c, cur.ctrl.dtype)) if observe_sent else cur
     return ret
 
 
@@ -187,28 +189,6 @@ def test_latency_delays_the_command_not_the_action(hopper_run):
     assert not math.isclose(run["return"], other, rel_tol=1e-4)  # the test can tell them apart
 
 
-def _command_seeing_return(env, m, pol, key, steps, observe_sent):
-    """Return of one nominal native run with one step of latency whose observations carry the
-    last command sent (``observe_sent``) or the one the servos just applied."""
-    bridge = native.NativeBridge(env, m)
-    d = native.data_from_mjx(m, env.initial_data(key))
-    prev = seen = bridge.to_mjx(d)
-    a_prev, c_prev, ret = None, d.ctrl.copy(), 0.0
-    for _ in range(steps):
-        a = np.asarray(pol.fn(np.asarray(bridge._observe(seen))[None]))[0]
-        c = bridge.ctrl(a, d)
-        applied = a if a_prev is None else a_prev
-        d.ctrl[:] = c_prev
-        a_prev, c_prev = a, c
-        for _ in range(env.sim.substeps):
-            mujoco.mj_step(m, d)
-        cur = bridge.to_mjx(d)
-        ret += bridge.reward(prev, applied, cur)
-        prev = cur
-        seen = cur.replace(ctrl=jnp.asarray(c, cur.ctrl.dtype)) if observe_sent else cur
-    return ret
-
-
 def test_a_delayed_run_observes_the_command_in_flight(hopper_run):
     """With one step of latency, the state a native run observes holds the last command sent
     (still in flight, as MJX training's hold keeps it in ``data.ctrl``), not the one the
@@ -230,7 +210,7 @@ def test_a_delayed_run_observes_the_command_in_flight(hopper_run):
     (run,), _, _ = run_native(pol, cfg, m, randomizer=_LatencyOnly(cenv))
     assert run["latency_steps"] == 1 and not run["fell"]
     key = run_key(cfg.seed, 0)
-    want = _command_seeing_return(cenv, m, pol, key, run["steps"], observe_sent=True)
-    other = _command_seeing_return(cenv, m, pol, key, run["steps"], observe_sent=False)
+    want = _delayed_return(cenv, m, pol, key, run["steps"], observe_sent=True)
+    other = _delayed_return(cenv, m, pol, key, run["steps"], observe_sent=False)
     assert math.isclose(run["return"], want, rel_tol=1e-6)
     assert not math.isclose(run["return"], other, rel_tol=1e-4)  # the test can tell them apart
