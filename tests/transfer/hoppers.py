@@ -24,3 +24,20 @@ class CommandSeeingHopper(ClockedHopper):
 
     def observe(self, data):
         return jnp.concatenate([super().observe(data), data.ctrl])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ScaledHopper(HopperJump):
+    """hopper_jump whose command is ``action_scale`` times the action (an action range set by
+    an env parameter, as ``G1Tracking.residual_scale`` sets the residual's)."""
+
+    action_scale: float = 1.0
+
+    def action_to_ctrl(self, action, data=None):
+        return self.action_scale * action
+
+
+def scaled_hopper(stiffness="stiff", **kw) -> ScaledHopper:
+    from bcg.envs.tasks import get
+
+    return ScaledHopper(sim=get("hopper").load(stiffness=stiffness), **kw)

@@ -88,3 +88,47 @@ def test_a_policy_widens_to_features_appended_to_its_observation(hopper_run, tmp
 
     poked = np.asarray(wide.policy(jax.tree_util.tree_map(poke, params), np.c_[obs, extra]))
     assert np.max(np.abs(poked - old)) > 1e-3
+
+
+def test_a_wider_action_range_keeps_the_unsaturated_actions(tmp_path, restore_jax, capsys):
+    """``bcg pack --action-range env.NAME=S1``: the packed run builds its env at S1 and its
+    pre-squash mean is s0 / s1 times the checkpoint's (exactly), so the commands agree to
+    first order where the actions are small; a name that is not a positive numeric env
+    parameter, or a malformed value, is an error that names it."""
+    from conftest import RUN, make_state
+
+    from bcg.learners import harness, registry
+
+    run = {**RUN, "task": "scaled_hopper", "task_factory": "hoppers:scaled_hopper"}
+    run["env_params"] = {"action_scale": 0.5}
+    src = tmp_path / "run"
+    src.mkdir()
+    (src / "run.json").write_text(json.dumps(run))
+    env, learner = registry.build(run)
+    mgr = harness._manager(src)
+    harness.save_checkpoint(mgr, make_state(learner), 1, 8, 0.0)
+    mgr.close()
+
+    out = tmp_path / "wide"
+    args = ["pack", str(src), str(out), "--action-range", "env.action_scale=2.0"]
+    assert cli.main(args) == 0
+    old, new = load_policy(src), load_policy(out)
+    assert new.env.action_scale == 2.0
+    assert json.loads((out / "run.json").read_text())["packed"]["action_range"]["from"] == 0.5
+    obs = np.random.default_rng(2).normal(size=(64, env.observation_size)).astype(np.float32)
+    a_old, a_new = np.asarray(old.fn(obs), np.float64), np.asarray(new.fn(obs), np.float64)
+    np.testing.assert_allclose(np.arctanh(a_new), 0.25 * np.arctanh(a_old), rtol=1e-4, atol=1e-6)
+    small = np.abs(a_old) < 0.2
+    assert small.any()
+    cmd_old, cmd_new = 0.5 * a_old[small], 2.0 * a_new[small]
+    np.testing.assert_allclose(cmd_new, cmd_old, atol=0.5 * 0.2**3)
+    assert np.max(np.abs(cmd_new - cmd_old)) > 0  # not the same policy: first order only
+
+    with pytest.raises(ValueError, match="no positive numeric parameter 'nope'"):
+        pack_policy(src, tmp_path / "bad", action_range=("env.nope", 1.0))
+    with pytest.raises(ValueError, match="env.NAME"):
+        pack_policy(src, tmp_path / "bad", action_range=("action_scale", 1.0))
+    capsys.readouterr()
+    bad = ["pack", str(src), str(tmp_path / "bad"), "--action-range", "env.action_scale"]
+    assert cli.main(bad) != 0
+    assert "env.NAME=NUMBER" in capsys.readouterr().err

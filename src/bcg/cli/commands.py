@@ -166,7 +166,16 @@ def cmd_pack(args) -> int:
     _run_precision(args.path)
     from bcg.transfer.pack import pack_policy
 
-    out = pack_policy(args.path, args.out)
+    action_range = None
+    if args.action_range is not None:
+        key, sep, value = args.action_range.partition("=")
+        try:
+            action_range = (key.strip(), float(value))
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise ValueError(f"--action-range wants env.NAME=NUMBER, got {args.action_range!r}")
+    out = pack_policy(args.path, args.out, action_range=action_range)
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     print(f"packed the policy of {args.path} -> {out} ({size / 1e6:.2f} MB)")
     return 0

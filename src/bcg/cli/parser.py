@@ -188,5 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     pk = _run_parser(sub, common, "pack")
     pk.add_argument("out", help="output folder (a run directory that holds only the policy)")
+    pk.add_argument(
+        "--action-range",
+        metavar="env.NAME=VALUE",
+        help="set an env parameter that multiplies the action (env.residual_scale=1.0) and "
+        "rescale the policy's mean to keep its unsaturated actions (bcg.transfer.pack)",
+    )
     pk.set_defaults(func=commands.cmd_pack)
     return ap
