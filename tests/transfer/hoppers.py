@@ -4,6 +4,7 @@ path by the tests that use them)."""
 import dataclasses
 
 import jax.numpy as jnp
+import numpy as np
 
 from bcg.envs.hopper_jump import HopperJump
 
@@ -35,6 +36,10 @@ class ScaledHopper(HopperJump):
 
     def action_to_ctrl(self, action, data=None):
         return self.action_scale * action
+
+    @property
+    def action_scales(self):
+        return np.full(self.action_size, self.action_scale)
 
 
 def scaled_hopper(stiffness="stiff", **kw) -> ScaledHopper:

@@ -124,10 +124,12 @@ def test_a_wider_action_range_keeps_the_unsaturated_actions(tmp_path, restore_ja
     np.testing.assert_allclose(cmd_new, cmd_old, atol=0.5 * 0.2**3)
     assert np.max(np.abs(cmd_new - cmd_old)) > 0  # not the same policy: first order only
 
-    with pytest.raises(ValueError, match="no positive numeric parameter 'nope'"):
+    with pytest.raises(ValueError, match="no parameter 'nope'"):
         pack_policy(src, tmp_path / "bad", action_range=("env.nope", 1.0))
     with pytest.raises(ValueError, match="env.NAME"):
         pack_policy(src, tmp_path / "bad", action_range=("action_scale", 1.0))
+    with pytest.raises(ValueError, match="finite and > 0"):
+        pack_policy(src, tmp_path / "bad", action_range=("env.action_scale", 0.0))
     capsys.readouterr()
     bad = ["pack", str(src), str(tmp_path / "bad"), "--action-range", "env.action_scale"]
     assert cli.main(bad) != 0

@@ -191,7 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     pk.add_argument(
         "--action-range",
         metavar="env.NAME=VALUE",
-        help="set an env parameter that multiplies the action (env.residual_scale=1.0) and "
+        help="set an env parameter of the action range (env.residual_scale=1.0, "
+        "env.leg_residual_scale=1.0) and "
         "rescale the policy's mean to keep its unsaturated actions (bcg.transfer.pack)",
     )
     pk.set_defaults(func=commands.cmd_pack)

@@ -63,6 +63,15 @@ class ContactEnv:
         a = jnp.clip(action, -1.0, 1.0)
         return lo + 0.5 * (a + 1.0) * (hi - lo)
 
+    @property
+    def action_scales(self) -> np.ndarray:
+        """(action_size,) d ctrl / d action of :meth:`action_to_ctrl` away from its clips: how
+        far one unit of action moves each command (here half the actuator's ctrl range). An
+        env that overrides :meth:`action_to_ctrl` overrides this too; ``bcg pack
+        --action-range`` reads it to rescale a policy."""
+        lo, hi = self.sim.mj_model.actuator_ctrlrange.T
+        return 0.5 * (hi - lo)
+
     def observe(self, data) -> jax.Array:
         """Observation vector of one environment's state."""
         raise NotImplementedError

@@ -9,6 +9,7 @@ normaliser) instead of whole-learner checkpoints, plus the run's ``metrics.csv``
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -23,12 +24,14 @@ def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Pat
     """Write the policy of the run or checkpoint ``path`` into the folder ``out``; returns it.
     ``run.json`` gains ``packed``: the source, iteration and env steps.
 
-    ``action_range=("env.NAME", s1)``: the env parameter ``NAME`` multiplies the action (e.g.
-    the G1's ``residual_scale``: ctrl = q*_k + s a) and is set to ``s1`` in the packed
-    ``run.json``; the policy is rescaled by :func:`scale_mean_action` with ``s0 / s1`` (``s0``
-    the run's value), so that ``s1 a'`` equals ``s0 a`` to first order in the pre-squash mean:
-    the packed policy starts a training at the wider (or narrower) range from the same
-    behaviour wherever its actions are not saturated."""
+    ``action_range=("env.NAME", v)``: the env parameter ``NAME`` (one that sets how far an
+    action moves the command, e.g. the G1's ``residual_scale`` or ``leg_residual_scale``) is
+    set to ``v`` in the packed ``run.json``, and the policy is rescaled by
+    :func:`scale_mean_action` with the per-action ratio ``s0 / s1`` of the env's
+    :attr:`~bcg.envs.base.ContactEnv.action_scales` before and after, so that ``s1 a'`` equals
+    ``s0 a`` to first order in the pre-squash mean: the packed policy starts a training at the
+    wider (or narrower) range from the same behaviour wherever its actions are not
+    saturated."""
     import jax
 
     from bcg.transfer.policy import load_state, split_checkpoint_path
@@ -37,10 +40,11 @@ def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Pat
     run, learner, state, it, env_steps = load_state(path)
     params = learner.policy_params(state)
     if action_range is not None:
-        name, s1 = _env_scale(learner.env, *action_range)
-        run_scale = float(getattr(learner.env, name))
-        params = scale_mean_action(params, run_scale / s1)
-        run = {**run, "env_params": {**(run.get("env_params") or {}), name: s1}}
+        name, value = _env_param(learner.env, *action_range)
+        run_value = getattr(learner.env, name)
+        ratio = _scales(learner.env) / _scales(dataclasses.replace(learner.env, **{name: value}))
+        params = scale_mean_action(params, ratio)
+        run = {**run, "env_params": {**(run.get("env_params") or {}), name: value}}
     leaves = jax.tree_util.tree_leaves(params)
     out = Path(out)
     if out.resolve() == run_dir.resolve():
@@ -49,7 +53,7 @@ def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Pat
     np.savez(out / POLICY_FILE, *[np.asarray(x) for x in leaves])
     packed = {"source": str(path), "iteration": it, "env_steps": env_steps}
     if action_range is not None:
-        packed["action_range"] = {"param": action_range[0], "from": run_scale, "to": s1}
+        packed["action_range"] = {"param": action_range[0], "from": run_value, "to": value}
     (out / "run.json").write_text(json.dumps({**run, "packed": packed}, indent=2))
     for name in COPIED:
         if (run_dir / name).exists():
@@ -58,35 +62,39 @@ def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Pat
     return out
 
 
-def scale_mean_action(params: dict, factor: float) -> dict:
+def scale_mean_action(params: dict, factor) -> dict:
     """Policy parameters (:meth:`policy_params`: ``actor``, ``obs_rms``) whose pre-squash mean
-    is ``factor`` times the given one, mu' = factor mu (the actor MLP's last Dense layer,
-    kernel and bias, scaled), with the exploration noise scaled alike (log_std + log factor).
-    Then tanh(mu') = factor tanh(mu) + O(mu^3): :func:`pack_policy`'s ``action_range``."""
-    if not factor > 0:
-        raise ValueError(f"the action scale factor must be > 0, got {factor!r}")
+    is ``factor`` times the given one, mu' = factor mu (a scalar or one factor per action: the
+    actor MLP's last Dense layer, kernel columns and bias, scaled), with the exploration noise
+    scaled alike (log_std + log factor). Then tanh(mu') = factor tanh(mu) + O(mu^3):
+    :func:`pack_policy`'s ``action_range``."""
+    factor = np.asarray(factor, np.float64)
+    if not np.all(np.isfinite(factor) & (factor > 0)):
+        raise ValueError(f"action scale factors must be finite and > 0, got {factor}")
     actor = params["actor"]["params"]
     mlp = actor["MLP_0"]
     last = max((k for k in mlp if k.startswith("Dense_")), key=lambda k: int(k.split("_")[1]))
-    head = {k: v * factor for k, v in mlp[last].items()}
-    actor = {**actor, "MLP_0": {**mlp, last: head}, "log_std": actor["log_std"] + np.log(factor)}
+    head = {k: (v * factor).astype(v.dtype) for k, v in mlp[last].items()}
+    log_std = (actor["log_std"] + np.log(factor)).astype(actor["log_std"].dtype)
+    actor = {**actor, "MLP_0": {**mlp, last: head}, "log_std": log_std}
     return {**params, "actor": {**params["actor"], "params": actor}}
 
 
-def _env_scale(env, key: str, value: float) -> tuple[str, float]:
-    """``(NAME, value)`` for ``key = "env.NAME"``, a positive real field of ``env``."""
+def _env_param(env, key: str, value: float) -> tuple[str, float]:
+    """``(NAME, value)`` for ``key = "env.NAME"``, a numeric field of ``env``."""
     if not key.startswith("env."):
         raise ValueError(f"the action range is an env parameter env.NAME, got {key!r}")
     name = key[len("env.") :]
-    old = getattr(env, name, None)
-    if isinstance(old, bool) or not isinstance(old, (int, float)) or not old > 0:
-        raise ValueError(
-            f"{type(env).__name__} has no positive numeric parameter {name!r} to rescale "
-            f"(found {old!r})"
-        )
-    if not value > 0:
-        raise ValueError(f"{key} must be > 0, got {value!r}")
+    if name not in {f.name for f in dataclasses.fields(env)}:
+        raise ValueError(f"{type(env).__name__} has no parameter {name!r}")
     return name, float(value)
+
+
+def _scales(env) -> np.ndarray:
+    scales = np.asarray(env.action_scales, np.float64)
+    if scales.shape != (env.action_size,):
+        raise ValueError(f"{type(env).__name__}.action_scales must have one entry per action")
+    return scales
 
 
 def _trim_rows(path: Path, iteration: int) -> None:

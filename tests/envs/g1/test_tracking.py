@@ -259,6 +259,27 @@ def test_residual_actions_are_around_the_current_reference_frame():
         g1_tracking("jump", actions="torque")
 
 
+def test_legs_get_their_own_residual_range():
+    """``leg_residual_scale``: the 12 hip, knee and ankle joints move by it per unit action,
+    the waist and arms by ``residual_scale``; ``action_scales`` says the same."""
+    env = g1_tracking("jump", actions="residual", residual_scale=0.2, leg_residual_scale=0.4)
+    _, _, lo, hi = env._action_map
+    d = env.initial_data(jax.random.PRNGKey(0)).replace(time=jnp.asarray(0.0))
+    ref = env.reference_qpos[0, 7:]
+    inside = (ref - 0.45 > lo) & (ref + 0.45 < hi)
+    a = 0.5 * np.ones(29, np.float32)
+    moved = (np.asarray(env.action_to_ctrl(jnp.asarray(a), d)) - ref) / a
+    m = env.sim.mj_model
+    names = [m.joint(int(j)).name for j in m.actuator_trnid[:, 0]]
+    legs = np.array([any(p in n for p in ("hip", "knee", "ankle")) for n in names])
+    assert legs.sum() == 12 and legs[:12].all()
+    np.testing.assert_allclose(moved[inside & legs], 0.4, atol=1e-5)
+    np.testing.assert_allclose(moved[inside & ~legs], 0.2, atol=1e-5)
+    np.testing.assert_allclose(env.action_scales, np.where(legs, 0.4, 0.2))
+    with pytest.raises(ValueError, match="leg_residual_scale must be > 0"):
+        g1_tracking("jump", actions="residual", leg_residual_scale=0.0)
+
+
 def test_csv_clip_env(tmp_path):
     from bcg.envs.g1 import clips
 

@@ -56,7 +56,8 @@ some margin is reachable and ``a = 0`` holds the starting crouch.
 ``actions="residual"``: ``ctrl = clip(q*_k + residual_scale * a, joint range)`` with ``q*_k``
 the reference joints of the state's frame ``k`` (the PD target is a residual around the
 reference pose of the current frame, as in DeepMimic-style imitation: ``a = 0`` replays the
-clip through the servos).
+clip through the servos); ``leg_residual_scale`` gives the hip, knee and ankle joints their own
+range (more push-off torque from the same servos without widening the arms' and waist's).
 
 Reward (``reward="tracking"``, the default: BeyondMimic-style exponentials), on the next state
 against its reference frame:
@@ -115,6 +116,7 @@ with warnings.catch_warnings():
 HORIZON = 3  # reference frames ahead in the observation
 REWARDS = ("tracking", "add")
 ACTIONS = ("absolute", "residual")
+LEG_PARTS = ("hip", "knee", "ankle")  # joint-name parts of the leg joints
 FLIGHT_CLEARANCE = 0.005  # m: a reference frame with both feet this high is a flight frame
 
 
@@ -184,6 +186,7 @@ class G1Tracking(ContactEnv):
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
+    leg_residual_scale: float | None = None  # rad, the 12 leg joints' (None: residual_scale)
     start: str = "random"  # "random" | "first": the reset frame (module docstring)
     start_focus: tuple[int, int] | None = None  # start="random": frames [a, b) drawn more often
     start_focus_prob: float = 0.5  # share of resets drawn from start_focus
@@ -216,6 +219,8 @@ class G1Tracking(ContactEnv):
             raise ValueError(f"start_focus_prob must be in [0, 1], got {self.start_focus_prob!r}")
         if not self.residual_scale > 0:
             raise ValueError(f"residual_scale must be > 0, got {self.residual_scale!r}")
+        if self.leg_residual_scale is not None and not self.leg_residual_scale > 0:
+            raise ValueError(f"leg_residual_scale must be > 0, got {self.leg_residual_scale!r}")
         fps = 1.0 / self.sim.control_dt
         if abs(self.clip.fps - fps) > 1e-6:
             raise ValueError(f"clip at {self.clip.fps} fps, the control rate is {fps} Hz")
@@ -284,15 +289,33 @@ class G1Tracking(ContactEnv):
         lo, hi = m.actuator_ctrlrange.T
         return q0, span, lo, hi
 
-    def action_to_ctrl(self, action, data=None):
-        q0, span, lo, hi = (jnp.asarray(x) for x in self._action_map)
-        a = jnp.clip(action, -1.0, 1.0)
+    @property
+    def action_scales(self) -> np.ndarray:
+        """Per joint: ``span`` (absolute actions) or the residual's range, ``residual_scale``
+        with ``leg_residual_scale`` on the hip, knee and ankle joints when it is set."""
         if self.actions == "absolute":
-            return jnp.clip(q0 + span * a, lo, hi)
+            return self._action_map[1]
+        scales = np.full(self.sim.nu, self.residual_scale)
+        if self.leg_residual_scale is not None:
+            legs = [any(p in n for p in LEG_PARTS) for n in self._actuator_joint_names]
+            scales[np.asarray(legs)] = self.leg_residual_scale
+        return scales
+
+    @functools.cached_property
+    def _actuator_joint_names(self) -> list[str]:
+        m = self.sim.mj_model
+        return [m.joint(int(m.actuator_trnid[i, 0])).name for i in range(m.nu)]
+
+    def action_to_ctrl(self, action, data=None):
+        q0, _, lo, hi = (jnp.asarray(x) for x in self._action_map)
+        a = jnp.clip(action, -1.0, 1.0)
+        scales = jnp.asarray(self.action_scales, a.dtype)
+        if self.actions == "absolute":
+            return jnp.clip(q0 + scales * a, lo, hi)
         if data is None:
             raise ValueError("residual actions need the state (action_to_ctrl(action, data))")
         target = self._ref["qpos"][self.frame_of(data.time), 7:]
-        return jnp.clip(target + self.residual_scale * a, lo, hi)
+        return jnp.clip(target + scales * a, lo, hi)
 
     # ------------------------------------------------------------------ reset
 
