@@ -297,14 +297,10 @@ class G1Tracking(ContactEnv):
             return self._action_map[1]
         scales = np.full(self.sim.nu, self.residual_scale)
         if self.leg_residual_scale is not None:
-            legs = [any(p in n for p in LEG_PARTS) for n in self._actuator_joint_names]
-            scales[np.asarray(legs)] = self.leg_residual_scale
+            m = self.sim.mj_model
+            names = [m.joint(int(j)).name for j in m.actuator_trnid[:, 0]]
+            scales[[any(p in n for p in LEG_PARTS) for n in names]] = self.leg_residual_scale
         return scales
-
-    @functools.cached_property
-    def _actuator_joint_names(self) -> list[str]:
-        m = self.sim.mj_model
-        return [m.joint(int(m.actuator_trnid[i, 0])).name for i in range(m.nu)]
 
     def action_to_ctrl(self, action, data=None):
         q0, _, lo, hi = (jnp.asarray(x) for x in self._action_map)
