@@ -90,23 +90,25 @@ def test_a_policy_widens_to_features_appended_to_its_observation(hopper_run, tmp
     assert np.max(np.abs(poked - old)) > 1e-3
 
 
-def test_a_wider_action_range_keeps_the_unsaturated_actions(tmp_path, restore_jax, capsys):
+def test_a_wider_action_range_keeps_the_unsaturated_actions(
+    hopper_run, tmp_path, restore_jax, capsys
+):
     """``bcg pack --action-range env.NAME=S1``: the packed run builds its env at S1 and its
     pre-squash mean is s0 / s1 times the checkpoint's (exactly), so the commands agree to
-    first order where the actions are small; a name that is not a positive numeric env
-    parameter, or a malformed value, is an error that names it."""
-    from conftest import RUN, make_state
-
+    first order where the actions are small; a parameter the env lacks, a value that makes a
+    scale 0, or a malformed value is an error that names it."""
     from bcg.learners import harness, registry
 
-    run = {**RUN, "task": "scaled_hopper", "task_factory": "hoppers:scaled_hopper"}
+    hop_dir, _, _, _ = hopper_run
+    run = json.loads((hop_dir / "run.json").read_text())
+    run.update(task="scaled_hopper", task_factory="hoppers:scaled_hopper")
     run["env_params"] = {"action_scale": 0.5}
     src = tmp_path / "run"
     src.mkdir()
     (src / "run.json").write_text(json.dumps(run))
     env, learner = registry.build(run)
     mgr = harness._manager(src)
-    harness.save_checkpoint(mgr, make_state(learner), 1, 8, 0.0)
+    harness.save_checkpoint(mgr, learner.init(jax.random.PRNGKey(0)), 1, 8, 0.0)
     mgr.close()
 
     out = tmp_path / "wide"
