@@ -17,6 +17,13 @@ settings, and 10 iterations), printing the fastest joint and the active constrai
     .venv/bin/python benchmarks/g1_divergence.py --warmstart on,off --diagnose
     .venv/bin/python benchmarks/g1_divergence.py --warmstart on,off --track 25
 
+With ``--policy PACKED`` (a ``bcg pack`` folder) the actions are that policy's stochastic
+ones, ``tanh(mu(o) + std eps)`` as SHAC samples them, in the run's own training env (its
+randomisation, servos and action range; the stiffness / iterations / warm-start lists are not
+used), and the fastest joint of each step is counted::
+
+    .venv/bin/python benchmarks/g1_divergence.py --policy results/g1/A_stage12_leg10_partial
+
 ``--warmstart on`` is the G1 MJX model before the fix (MuJoCo's default warm start). About
 2-4 minutes per configuration on 2 CPU cores, mostly the compile. Results: the
 ``bcg.envs.g1.model`` module docstring ("Why no warm start").
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import shlex
 import sys
@@ -61,7 +69,28 @@ def variant(env, iterations: int, warmstart: bool):
     return dataclasses.replace(env, sim=dataclasses.replace(sim, mjx_model=new.mjx_model))
 
 
-def make_rollout(env, num_envs: int, steps: int, action_std: float, vmax: float):
+def policy_sampler(path):
+    """``(env, sample)`` of a packed policy: its run's training env and ``sample(d, key)``, the
+    actions ``tanh(mu(o) + std eps)`` of the batch of states ``d`` as SHAC's rollouts draw them."""
+    from pathlib import Path
+
+    from bcg.learners import registry
+    from bcg.transfer.pack import load_packed_params
+
+    run = json.loads((Path(path) / "run.json").read_text())
+    _, learner = registry.build(run)
+    params = load_packed_params(Path(path), learner)
+    policy = learner._sampling_policy(params["obs_rms"])
+    env = learner.env
+
+    def sample(d, key):
+        obs = jax.vmap(env.observe)(d)
+        return policy(params["actor"], obs, None, key)
+
+    return env, sample
+
+
+def make_rollout(env, num_envs: int, steps: int, action_std: float, vmax: float, sample=None):
     from bcg.sim.step import control_step
 
     sim = env.sim
@@ -74,8 +103,11 @@ def make_rollout(env, num_envs: int, steps: int, action_std: float, vmax: float)
     def body(carry, k):
         d, ep = carry
         ka, kr = jax.random.split(k)
-        a = jnp.tanh(action_std * jax.random.normal(ka, (num_envs, nu)))
-        ctrl = to_ctrl(a)
+        if sample is None:
+            a = jnp.tanh(action_std * jax.random.normal(ka, (num_envs, nu)))
+        else:
+            a = sample(d, ka)
+        ctrl = to_ctrl(a, d)
         nxt = step(d, ctrl)
         nxt = nxt.replace(time=d.time + sim.control_dt)
         finite = jnp.isfinite(nxt.qpos).all(-1) & jnp.isfinite(nxt.qvel).all(-1)
@@ -91,7 +123,8 @@ def make_rollout(env, num_envs: int, steps: int, action_std: float, vmax: float)
 
         new = jax.tree_util.tree_map(sel, fresh, nxt)
         pre = dict(qpos=d.qpos, qvel=d.qvel, act=d.act, qacc_warmstart=d.qacc_warmstart, ctrl=ctrl)
-        out = dict(diverged=diverged, fell=fell, speed=speed, ep=ep, pre=pre)
+        fastest = jnp.argmax(jnp.abs(nxt.qvel[:, 6:]), -1)
+        out = dict(diverged=diverged, fell=fell, speed=speed, ep=ep, pre=pre, fastest=fastest)
         return (new, jnp.where(done, 0, ep)), out
 
     @jax.jit
@@ -238,6 +271,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--x64", action="store_true", help="float64 (default float32)")
     p.add_argument("--diagnose", action="store_true", help="replay the first divergence")
+    p.add_argument("--policy", help="a packed policy (bcg pack) acting in its own training env")
     p.add_argument(
         "--track",
         type=int,
@@ -252,51 +286,74 @@ def main(argv=None) -> int:
 
     print("$ " + shlex.join([sys.executable, *sys.argv]), flush=True)
     dtype = "float64" if args.x64 else "float32"
-    for stiff in args.stiffness.split(","):
-        for its in (int(x) for x in args.iterations.split(",")):
-            for ws in args.warmstart.split(","):
-                env = make_env(args.task, stiffness=stiff, solver_iterations=its)
-                if ws != "default":
-                    env = variant(env, its, ws == "on")
-                flag = int(mujoco.mjtDisableBit.mjDSBL_WARMSTART)
-                ws_on = not (int(env.sim.mjx_model.opt.disableflags) & flag)
-                head = f"{args.task} {stiff:6s} {dtype} iterations {its} warmstart " + (
-                    "on " if ws_on else "off"
-                )
-                if args.track:
-                    t = time.time()
-                    r = track_reference(env, 16, args.track)
-                    print(
-                        f"{head}: reference PD targets, {args.track} control steps: root height "
-                        f"mean {r['root_height'].mean():.3f} m (native "
-                        f"{r['native_root_height'].mean():.3f}), body-position error mean "
-                        f"{r['body_pos_error'].mean():.3f} m; MJX - native: root mean "
-                        f"{1e3 * r['root_diff'].mean():.1f} mm "
-                        f"(max {1e3 * r['root_diff'].max():.1f}"
-                        f"), joints max {r['joint_diff'].max():.3f} rad ({time.time() - t:.0f} s)",
-                        flush=True,
-                    )
-                    continue
-                run = make_rollout(env, args.num_envs, args.steps, args.action_std, args.vmax)
-                t = time.time()
-                out = jax.tree_util.tree_map(np.asarray, run(jax.random.PRNGKey(args.seed)))
-                wall = time.time() - t
-                div = out["diverged"]
-                n = div.size
-                sp = out["speed"][np.isfinite(out["speed"])]
-                print(
-                    f"{head}: diverged {int(div.sum()):4d} / {n} env-steps "
-                    f"({div.sum() / n:.2e} per env-step), fell {int(out['fell'].sum())}, "
-                    f"max joint speed p50 {np.percentile(sp, 50):.1f} p99 "
-                    f"{np.percentile(sp, 99):.1f} p99.9 {np.percentile(sp, 99.9):.1f} max "
-                    f"{sp.max():.0f} rad/s "
-                    f"({wall:.0f} s incl. compile)",
-                    flush=True,
-                )
-                if args.diagnose and div.any():
-                    t1, e = (int(x[0]) for x in np.nonzero(div))
-                    t0 = max(t1 - int(out["ep"][t1, e]) + 1, t1 - 4)  # same episode
-                    replay(env, out["pre"], t0, t1, e, args.vmax)
+    configs = [
+        (stiff, int(its), ws)
+        for stiff in args.stiffness.split(",")
+        for its in args.iterations.split(",")
+        for ws in args.warmstart.split(",")
+    ]
+    sample = None
+    if args.policy:
+        policy_env, sample = policy_sampler(args.policy)
+        configs = [("policy", int(policy_env.sim.mjx_model.opt.iterations), "default")]
+    for stiff, its, ws in configs:
+        if sample is not None:
+            env = policy_env
+        else:
+            env = make_env(args.task, stiffness=stiff, solver_iterations=its)
+        if ws != "default":
+            env = variant(env, its, ws == "on")
+        flag = int(mujoco.mjtDisableBit.mjDSBL_WARMSTART)
+        ws_on = not (int(env.sim.mjx_model.opt.disableflags) & flag)
+        head = f"{args.task} {stiff:6s} {dtype} iterations {its} warmstart " + (
+            "on " if ws_on else "off"
+        )
+        if args.track:
+            t = time.time()
+            r = track_reference(env, 16, args.track)
+            print(
+                f"{head}: reference PD targets, {args.track} control steps: root height "
+                f"mean {r['root_height'].mean():.3f} m (native "
+                f"{r['native_root_height'].mean():.3f}), body-position error mean "
+                f"{r['body_pos_error'].mean():.3f} m; MJX - native: root mean "
+                f"{1e3 * r['root_diff'].mean():.1f} mm "
+                f"(max {1e3 * r['root_diff'].max():.1f}"
+                f"), joints max {r['joint_diff'].max():.3f} rad ({time.time() - t:.0f} s)",
+                flush=True,
+            )
+            continue
+        run = make_rollout(env, args.num_envs, args.steps, args.action_std, args.vmax, sample)
+        t = time.time()
+        out = jax.tree_util.tree_map(np.asarray, run(jax.random.PRNGKey(args.seed)))
+        wall = time.time() - t
+        div = out["diverged"]
+        n = div.size
+        sp = out["speed"][np.isfinite(out["speed"])]
+        print(
+            f"{head}: diverged {int(div.sum()):4d} / {n} env-steps "
+            f"({div.sum() / n:.2e} per env-step), fell {int(out['fell'].sum())}, "
+            f"max joint speed p50 {np.percentile(sp, 50):.1f} p99 "
+            f"{np.percentile(sp, 99):.1f} p99.9 {np.percentile(sp, 99.9):.1f} max "
+            f"{sp.max():.0f} rad/s "
+            f"({wall:.0f} s incl. compile)",
+            flush=True,
+        )
+        fast = out["fastest"][out["speed"] > 50.0]
+        if sample is not None and fast.size:
+            from bcg.envs.g1 import model as g1m
+
+            joints, counts = np.unique(fast, return_counts=True)
+            top = sorted(zip(counts, joints, strict=True), reverse=True)[:4]
+            print(
+                "  env-steps with a joint above 50 rad/s: "
+                f"{fast.size} of {div.size}; fastest joint: "
+                + ", ".join(f"{g1m.JOINT_NAMES[j]} {c}" for c, j in top),
+                flush=True,
+            )
+        if args.diagnose and div.any():
+            t1, e = (int(x[0]) for x in np.nonzero(div))
+            t0 = max(t1 - int(out["ep"][t1, e]) + 1, t1 - 4)  # same episode
+            replay(env, out["pre"], t0, t1, e, args.vmax)
     return 0
 
 

@@ -116,6 +116,9 @@ def test_a_wider_action_range_keeps_the_unsaturated_actions(
     assert cli.main(args) == 0
     old, new = load_policy(src), load_policy(out)
     assert new.env.action_scale == 2.0
+    back = pack_policy(out, tmp_path / "back", action_range=("env.action_scale", 0.5))
+    obs0 = np.random.default_rng(3).normal(size=(8, env.observation_size)).astype(np.float32)
+    np.testing.assert_allclose(load_policy(back).fn(obs0), old.fn(obs0), rtol=1e-5, atol=1e-6)
     assert json.loads((out / "run.json").read_text())["packed"]["action_range"]["from"] == 0.5
     obs = np.random.default_rng(2).normal(size=(64, env.observation_size)).astype(np.float32)
     a_old, a_new = np.asarray(old.fn(obs), np.float64), np.asarray(new.fn(obs), np.float64)

@@ -21,8 +21,8 @@ COPIED = ("metrics.csv", "training.png", "eval.json")
 
 
 def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Path:
-    """Write the policy of the run or checkpoint ``path`` into the folder ``out``; returns it.
-    ``run.json`` gains ``packed``: the source, iteration and env steps.
+    """Write the policy of the run, checkpoint or packed policy ``path`` into the folder
+    ``out``; returns it. ``run.json`` gains ``packed``: the source, iteration and env steps.
 
     ``action_range=("env.NAME", v)``: the env parameter ``NAME`` (one that sets how far an
     action moves the command, e.g. the G1's ``residual_scale`` or ``leg_residual_scale``) is
@@ -36,9 +36,18 @@ def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Pat
 
     from bcg.transfer.policy import load_state, split_checkpoint_path
 
-    run_dir, _ = split_checkpoint_path(path)
-    run, learner, state, it, env_steps = load_state(path)
-    params = learner.policy_params(state)
+    run_dir, step = split_checkpoint_path(path)
+    if step is None and not (run_dir / "checkpoints").exists() and (run_dir / POLICY_FILE).exists():
+        from bcg.learners import registry
+
+        run = json.loads((run_dir / "run.json").read_text())  # a packed policy: repack it
+        _, learner = registry.build(run)
+        params = load_packed_params(run_dir, learner)
+        it, env_steps = run["packed"]["iteration"], run["packed"]["env_steps"]
+        run = {k: v for k, v in run.items() if k != "packed"}
+    else:
+        run, learner, state, it, env_steps = load_state(path)
+        params = learner.policy_params(state)
     if action_range is not None:
         name, value = _env_param(learner.env, *action_range)
         run_value = getattr(learner.env, name)
