@@ -162,6 +162,29 @@ def test_flight_term_pulls_up_a_foot_still_on_the_floor(env):
     assert float(jax.grad(flight)(0.0)) == pytest.approx(1.0 / h, rel=1e-6)
 
 
+def test_takeoff_term_asks_for_the_reference_vertical_speed(env):
+    """w_takeoff: in a push-off frame (reference root rising faster than 0.3 m/s) the term is
+    v_z / v*_z below v*_z, with gradient 1 / v*_z in the root's vertical speed, and 1 above;
+    outside those frames it is 0 and has no gradient."""
+    import dataclasses
+
+    push = dataclasses.replace(env, w_takeoff=2.0)
+    vref = np.asarray(env._ref["qvel"])[:, 2]
+    k = int(np.argmax(vref))
+    assert vref[k] > 0.3
+    _, dx = _data(env, k)
+
+    def takeoff(vz, d=dx):
+        return push.tracking_errors(d.replace(qvel=d.qvel.at[2].set(vz)))["takeoff"]
+
+    assert float(takeoff(0.25 * vref[k])) == pytest.approx(0.25, rel=1e-4)
+    assert float(jax.grad(takeoff)(0.0)) == pytest.approx(1.0 / vref[k], rel=1e-5)
+    assert float(takeoff(2.0 * vref[k])) == pytest.approx(1.0)
+    _, still = _data(env, 0)
+    assert float(takeoff(1.0, still)) == 0.0 and float(jax.grad(takeoff)(1.0, still)) == 0.0
+    assert push.max_reward == pytest.approx(env.max_reward + 2.0)
+
+
 def test_observe_command_appends_the_command_in_flight(env):
     """observe_command: the 327 features, then (ctrl - q) / s of the state's ctrl (the last
     command sent)."""

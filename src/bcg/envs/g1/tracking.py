@@ -68,7 +68,7 @@ against its reference frame:
       + w_joint exp(-mean_j (q_j - q*_j)^2 / 0.3^2)
       + w_lin_vel exp(-|v - v*|^2 / 1.0^2)  +  w_ang_vel exp(-|w - w*|^2 / 3.14^2)
       + w_feet exp(-(h - h*)^2 / 0.1^2)
-      + w_flight [h* > 5 mm] min(h / h*, 1)
+      + w_flight [h* > 5 mm] min(h / h*, 1)  +  w_takeoff [v*_z > 0.3 m/s] min(v_z / v*_z, 1)
       - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2
 
 with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small errors; smooth,
@@ -81,7 +81,11 @@ phase), ``w_feet`` 0 by default (an addition to BeyondMimic's terms). ``w_flight
 default, ours): only in the reference's airborne frames, the share of the reference foot
 clearance the robot reaches with both feet, linear and unclipped below (a foot pressed into the
 floor gives a small negative share) so that its gradient 1 / h* reaches the lower foot while it
-is still down. Terminated when the root is below 0.3 m (the paper).
+is still down. ``w_takeoff`` (0 by default, ours): only in the frames where the reference's
+root rises faster than 0.3 m/s (the push-off and the start of the flight), the share of the
+reference's vertical root speed the robot reaches, linear and unclipped below, so that its
+gradient 1 / v*_z asks the legs to push the body up through the stance contact rather than to
+lift a foot. Terminated when the root is below 0.3 m (the paper).
 
 Reward ``reward="add"`` (the paper's; :mod:`bcg.envs.g1.add`): ``r = w_add r_ADD(D_phi(delta))
 - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2`` with delta the scaled difference of
@@ -118,6 +122,7 @@ REWARDS = ("tracking", "add")
 ACTIONS = ("absolute", "residual")
 LEG_PARTS = ("hip", "knee", "ankle")  # joint-name parts of the leg joints
 FLIGHT_CLEARANCE = 0.005  # m: a reference frame with both feet this high is a flight frame
+TAKEOFF_SPEED = 0.3  # m/s: reference root vertical speed above which w_takeoff counts
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -183,6 +188,7 @@ class G1Tracking(ContactEnv):
     w_feet: float = 0.0
     sigma_feet: float = 0.1
     w_flight: float = 0.0
+    w_takeoff: float = 0.0
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
@@ -458,6 +464,10 @@ class G1Tracking(ContactEnv):
             href = jnp.asarray(self.reference.foot_height)[k]
             share = jnp.minimum(self._foot_low(kin) / jnp.maximum(href, 1e-3), 1.0)
             out["flight"] = jnp.where(href > FLIGHT_CLEARANCE, share, 0.0)
+        if self.w_takeoff:
+            vref = ref["qvel"][k, 2]
+            share = jnp.minimum(data.qvel[2] / jnp.maximum(vref, 1e-3), 1.0)
+            out["takeoff"] = jnp.where(vref > TAKEOFF_SPEED, share, 0.0)
         return out
 
     def _foot_low(self, kin):
@@ -554,6 +564,8 @@ class G1Tracking(ContactEnv):
         )
         if self.w_flight:
             r = r + self.w_flight * e["flight"]
+        if self.w_takeoff:
+            r = r + self.w_takeoff * e["takeoff"]
         if self.sim.mj_model.na:
             r = r - self.w_action_rate * self._action_rate(data, next_data)
         return r
@@ -573,6 +585,7 @@ class G1Tracking(ContactEnv):
             + self.w_ang_vel
             + self.w_feet
             + self.w_flight
+            + self.w_takeoff
         )
 
     def terminated(self, data):
