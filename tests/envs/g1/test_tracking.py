@@ -185,6 +185,37 @@ def test_takeoff_term_asks_for_the_reference_vertical_speed(env):
     assert push.max_reward == pytest.approx(env.max_reward + 2.0)
 
 
+def test_tuck_term_rewards_the_reference_leg_retraction_even_on_the_floor(env):
+    """w_tuck: in a flight frame, 1 - |(z - h) - (z* - h*)| / 0.2 m; the reference state
+    scores 1 and the same posture lowered onto the floor too (a function of the joints), and
+    bending the knees changes it with a non-zero gradient while a foot is pressed into the
+    floor; outside the flight frames it is 0."""
+    import dataclasses
+
+    tuck = dataclasses.replace(env, w_tuck=1.5)
+    k = int(np.argmax(env.reference.foot_height))
+    h = float(env.reference.foot_height[k])
+    _, dx = _data(env, k)
+    assert float(tuck.tracking_errors(dx)["tuck"]) == pytest.approx(1.0, abs=1e-5)
+    _, down = _data(env, k, z_shift=-h - 0.001)
+    assert float(tuck.tracking_errors(down)["tuck"]) == pytest.approx(1.0, abs=1e-5)
+    knees = [
+        i
+        for i, j in enumerate(env.sim.mj_model.actuator_trnid[:, 0])
+        if "knee" in env.sim.mj_model.joint(int(j)).name
+    ]
+
+    def share(dq, d=down):
+        q = d.qpos.at[jnp.asarray(knees) + 7].add(dq)
+        return tuck.tracking_errors(d.replace(qpos=q))["tuck"]
+
+    assert abs(float(jax.grad(share)(0.05))) > 0.05  # (1 / 0.2 m) d(leg height)/d(knees)
+    assert float(share(0.05)) < 1.0
+    _, still = _data(env, 0)
+    assert float(tuck.tracking_errors(still)["tuck"]) == 0.0
+    assert tuck.max_reward == pytest.approx(env.max_reward + 1.5)
+
+
 def test_observe_command_appends_the_command_in_flight(env):
     """observe_command: the 327 features, then (ctrl - q) / s of the state's ctrl (the last
     command sent)."""

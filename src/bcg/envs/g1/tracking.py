@@ -69,6 +69,7 @@ against its reference frame:
       + w_lin_vel exp(-|v - v*|^2 / 1.0^2)  +  w_ang_vel exp(-|w - w*|^2 / 3.14^2)
       + w_feet exp(-(h - h*)^2 / 0.1^2)
       + w_flight [h* > 5 mm] min(h / h*, 1)  +  w_takeoff [v*_z > 0.3 m/s] min(v_z / v*_z, 1)
+      + w_tuck [h* > 5 mm] (1 - min(|(z - h) - (z* - h*)| / 0.2 m, 1))
       - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2
 
 with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small errors; smooth,
@@ -85,7 +86,11 @@ is still down. ``w_takeoff`` (0 by default, ours): only in the frames where the 
 root rises faster than 0.3 m/s (the push-off and the start of the flight), the share of the
 reference's vertical root speed the robot reaches, linear and unclipped below, so that its
 gradient 1 / v*_z asks the legs to push the body up through the stance contact rather than to
-lift a foot. Terminated when the root is below 0.3 m (the paper).
+lift a foot. ``w_tuck`` (0 by default, ours): in the airborne frames, how close the vertical
+distance from the lowest foot up to the root, ``z - h``, is to the reference's (linear in the
+error up to 0.2 m): the legs' retraction that turns a push-off into a flight. It is a function
+of the joints alone, so its gradient reaches the knees whether or not a foot is still down.
+Terminated when the root is below 0.3 m (the paper).
 
 Reward ``reward="add"`` (the paper's; :mod:`bcg.envs.g1.add`): ``r = w_add r_ADD(D_phi(delta))
 - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2`` with delta the scaled difference of
@@ -123,6 +128,7 @@ ACTIONS = ("absolute", "residual")
 LEG_PARTS = ("hip", "knee", "ankle")  # joint-name parts of the leg joints
 FLIGHT_CLEARANCE = 0.005  # m: a reference frame with both feet this high is a flight frame
 TAKEOFF_SPEED = 0.3  # m/s: reference root vertical speed above which w_takeoff counts
+TUCK_SCALE = 0.2  # m: root-to-foot height error at which w_tuck's share reaches 0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -189,6 +195,7 @@ class G1Tracking(ContactEnv):
     sigma_feet: float = 0.1
     w_flight: float = 0.0
     w_takeoff: float = 0.0
+    w_tuck: float = 0.0
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
@@ -464,6 +471,11 @@ class G1Tracking(ContactEnv):
             href = jnp.asarray(self.reference.foot_height)[k]
             share = jnp.minimum(self._foot_low(kin) / jnp.maximum(href, 1e-3), 1.0)
             out["flight"] = jnp.where(href > FLIGHT_CLEARANCE, share, 0.0)
+        if self.w_tuck:
+            href = jnp.asarray(self.reference.foot_height)[k]
+            gap = (data.qpos[2] - self._foot_low(kin)) - (ref["qpos"][k, 2] - href)
+            share = 1.0 - jnp.minimum(jnp.abs(gap) / TUCK_SCALE, 1.0)
+            out["tuck"] = jnp.where(href > FLIGHT_CLEARANCE, share, 0.0)
         if self.w_takeoff:
             vref = ref["qvel"][k, 2]
             share = jnp.minimum(data.qvel[2] / jnp.maximum(vref, 1e-3), 1.0)
@@ -566,6 +578,8 @@ class G1Tracking(ContactEnv):
             r = r + self.w_flight * e["flight"]
         if self.w_takeoff:
             r = r + self.w_takeoff * e["takeoff"]
+        if self.w_tuck:
+            r = r + self.w_tuck * e["tuck"]
         if self.sim.mj_model.na:
             r = r - self.w_action_rate * self._action_rate(data, next_data)
         return r
@@ -586,6 +600,7 @@ class G1Tracking(ContactEnv):
             + self.w_feet
             + self.w_flight
             + self.w_takeoff
+            + self.w_tuck
         )
 
     def terminated(self, data):
