@@ -80,6 +80,23 @@ def test_kp_scale_stiffens_every_servo_at_the_same_damping_ratio(m):
         gm.mj_model(kp_scale=0.0)
 
 
+def test_leg_kp_scale_stiffens_only_the_leg_servos(m):
+    from bcg.envs.g1.tracking import g1_tracking
+
+    legs = np.array([any(p in n for p in ("hip", "knee", "ankle")) for n in gm.JOINT_NAMES])
+    assert legs.sum() == 12
+    env = g1_tracking("jump", config={"leg_kp_scale": 2.0})  # --param 'env.config={...}'
+    mixed = env.sim.mj_model
+    scale = np.where(legs, 2.0, 1.0)
+    ids = [mixed.actuator(n).id for n in gm.JOINT_NAMES]
+    np.testing.assert_allclose(mixed.actuator_gainprm[ids, 0], scale * m.actuator_gainprm[ids, 0])
+    np.testing.assert_allclose(
+        mixed.actuator_biasprm[ids, 2], scale**0.5 * m.actuator_biasprm[ids, 2]
+    )
+    with pytest.raises(ValueError, match="leg_kp_scale must be > 0"):
+        gm.mj_model(leg_kp_scale=-1.0)
+
+
 def test_action_memory_act_follows_ctrl_within_a_physics_step(m):
     d = mujoco.MjData(m)
     mujoco.mj_resetDataKeyframe(m, d, 0)

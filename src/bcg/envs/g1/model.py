@@ -228,6 +228,7 @@ def build_spec(
     kp_scale: float = 1.0,
     timestep: float = PHYSICS_DT,
     native_iterations: int = 10,
+    leg_kp_scale: float | None = None,
 ) -> mujoco.MjSpec:
     """The edited G1 :class:`mujoco.MjSpec` (see module docstring)."""
     path = source_mjcf(mjcf)
@@ -305,10 +306,12 @@ def build_spec(
     if visuals:
         _add_visuals(spec)
 
-    # position servos with BeyondMimic gains (kp x kp_scale, kd x sqrt(kp_scale))
+    # position servos with BeyondMimic gains (kp x kp_scale, kd x sqrt(kp_scale); the legs'
+    # hip, knee and ankle joints x leg_kp_scale instead when it is given)
     for jname in JOINT_NAMES:
         j = spec.joint(jname)
-        kp, kd = pd_gains(np.array([j.armature]), kp_scale)
+        leg = leg_kp_scale is not None and any(p in jname for p in ("hip", "knee", "ankle"))
+        kp, kd = pd_gains(np.array([j.armature]), leg_kp_scale if leg else kp_scale)
         act = spec.add_actuator(name=jname, target=jname, trntype=mujoco.mjtTrn.mjTRN_JOINT)
         act.set_to_position(kp=float(kp[0]), kv=float(kd[0]))
         act.ctrllimited = 1
@@ -360,7 +363,7 @@ def _add_visuals(spec: mujoco.MjSpec) -> None:
 
 @functools.lru_cache(maxsize=8)
 def _compiled(
-    mjcf, foot_radius, friction, action_memory, visuals, kp_scale, nuserdata=0
+    mjcf, foot_radius, friction, action_memory, visuals, kp_scale, nuserdata=0, leg_kp_scale=None
 ) -> mujoco.MjModel:
     spec = build_spec(
         mjcf,
@@ -369,6 +372,7 @@ def _compiled(
         action_memory=action_memory,
         visuals=visuals,
         kp_scale=kp_scale,
+        leg_kp_scale=leg_kp_scale,
     )
     m = spec.compile()
     q = crouch_qpos(m)
@@ -389,6 +393,7 @@ def mj_model(
     visuals: bool = True,
     kp_scale: float = 1.0,
     nuserdata: int = 0,
+    leg_kp_scale: float | None = None,
 ) -> mujoco.MjModel:
     """A fresh native G1 model (a copy; keyframe 0 is the default crouch standing on the floor).
     ``nuserdata``: size of ``data.userdata`` (per-environment randomisation draws)."""
@@ -396,6 +401,8 @@ def mj_model(
 
     if not kp_scale > 0:
         raise ValueError(f"kp_scale must be > 0, got {kp_scale!r}")
+    if leg_kp_scale is not None and not leg_kp_scale > 0:
+        raise ValueError(f"leg_kp_scale must be > 0, got {leg_kp_scale!r}")
     src = str(source_mjcf(mjcf))
     return copy.copy(
         _compiled(
@@ -406,6 +413,7 @@ def mj_model(
             visuals,
             float(kp_scale),
             int(nuserdata),
+            None if leg_kp_scale is None else float(leg_kp_scale),
         )
     )
 
@@ -503,6 +511,7 @@ class G1Config:
     action_memory: bool = True
     visuals: bool = True
     kp_scale: float = 1.0  # servo stiffness x this, damping x its square root (pd_gains)
+    leg_kp_scale: float | None = None  # the same for the 12 leg joints (None: kp_scale)
 
 
 def load_g1(
@@ -536,6 +545,7 @@ def load_g1(
         action_memory=c.action_memory,
         visuals=c.visuals,
         kp_scale=c.kp_scale,
+        leg_kp_scale=c.leg_kp_scale,
     )
     m = mj_model(c.mjcf, **opts)
     if per_env:
