@@ -104,6 +104,7 @@ JOINT_NAMES = (
     "right_wrist_pitch_joint",
     "right_wrist_yaw_joint",
 )
+LEG_PARTS = ("hip", "knee", "ankle")  # name parts of the 12 leg joints of JOINT_NAMES
 NUM_JOINTS = len(JOINT_NAMES)
 ROOT_BODY = "pelvis"
 
@@ -310,7 +311,7 @@ def build_spec(
     # hip, knee and ankle joints x leg_kp_scale instead when it is given)
     for jname in JOINT_NAMES:
         j = spec.joint(jname)
-        leg = leg_kp_scale is not None and any(p in jname for p in ("hip", "knee", "ankle"))
+        leg = leg_kp_scale is not None and any(p in jname for p in LEG_PARTS)
         kp, kd = pd_gains(np.array([j.armature]), leg_kp_scale if leg else kp_scale)
         act = spec.add_actuator(name=jname, target=jname, trntype=mujoco.mjtTrn.mjTRN_JOINT)
         act.set_to_position(kp=float(kp[0]), kv=float(kd[0]))

@@ -125,7 +125,6 @@ with warnings.catch_warnings():
 HORIZON = 3  # reference frames ahead in the observation
 REWARDS = ("tracking", "add")
 ACTIONS = ("absolute", "residual")
-LEG_PARTS = ("hip", "knee", "ankle")  # joint-name parts of the leg joints
 FLIGHT_CLEARANCE = 0.005  # m: a reference frame with both feet this high is a flight frame
 TAKEOFF_SPEED = 0.3  # m/s: reference root vertical speed above which w_takeoff counts
 TUCK_SCALE = 0.2  # m: root-to-foot height error at which w_tuck's share reaches 0
@@ -312,7 +311,7 @@ class G1Tracking(ContactEnv):
         if self.leg_residual_scale is not None:
             m = self.sim.mj_model
             names = [m.joint(int(j)).name for j in m.actuator_trnid[:, 0]]
-            scales[[any(p in n for p in LEG_PARTS) for n in names]] = self.leg_residual_scale
+            scales[[any(p in n for p in g1m.LEG_PARTS) for n in names]] = self.leg_residual_scale
         return scales
 
     def action_to_ctrl(self, action, data=None):
