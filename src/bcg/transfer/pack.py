@@ -34,16 +34,15 @@ def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Pat
     saturated."""
     import jax
 
-    from bcg.transfer.policy import load_state, split_checkpoint_path
+    from bcg.transfer.policy import load_packed, load_state, split_checkpoint_path
 
     run_dir, step = split_checkpoint_path(path)
-    if step is None and not (run_dir / "checkpoints").exists() and (run_dir / POLICY_FILE).exists():
-        from bcg.learners import registry
-
-        run = json.loads((run_dir / "run.json").read_text())  # a packed policy: repack it
-        _, learner = registry.build(run)
-        params = load_packed_params(run_dir, learner)
-        it, env_steps = run["packed"]["iteration"], run["packed"]["env_steps"]
+    packed = None
+    if (run_dir / "run.json").exists():
+        run = json.loads((run_dir / "run.json").read_text())
+        packed = load_packed(run_dir, step, run)
+    if packed is not None:  # a packed policy: repack it
+        _, learner, params, it, env_steps = packed
         run = {k: v for k, v in run.items() if k != "packed"}
     else:
         run, learner, state, it, env_steps = load_state(path)

@@ -64,15 +64,12 @@ def load_policy(path) -> LoadedPolicy:
         if (run_dir / "ppo_config.json").exists():  # written by train_ppo outside `bcg train`
             return _load_ppo(run_dir, step, None)
         raise FileNotFoundError(f"{run_dir} is not a bcg run directory (missing run.json)")
-    from bcg.learners import harness, registry
-
     run = json.loads((run_dir / "run.json").read_text())
     if run.get("learner") == "ppo":
         return _load_ppo(run_dir, step, run)
-    if step is None and harness.latest_step(run_dir) is None and (run_dir / POLICY_FILE).exists():
-        env, learner = registry.build(run)
-        params = load_packed_params(run_dir, learner)
-        it, env_steps = run["packed"]["iteration"], run["packed"]["env_steps"]
+    packed = load_packed(run_dir, step, run)
+    if packed is not None:
+        env, learner, params, it, env_steps = packed
     else:
         learner, state, it, env_steps = _restore(run_dir, step, run)
         env, params = learner.env, learner.policy_params(state)
@@ -81,6 +78,21 @@ def load_policy(path) -> LoadedPolicy:
         return learner.policy(params, obs)
 
     return LoadedPolicy(fn, env, run, run_dir, it, env_steps, run["learner"])
+
+
+def load_packed(run_dir: Path, step: int | None, run: dict):
+    """``(env, learner, params, iteration, env_steps)`` when ``run_dir`` (no checkpoint step
+    asked for, none saved, a ``policy.npz``) is a packed policy (:mod:`bcg.transfer.pack`),
+    else None."""
+    from bcg.learners import harness, registry
+
+    if step is not None or harness.latest_step(run_dir) is not None:
+        return None
+    if not (run_dir / POLICY_FILE).exists():
+        return None
+    env, learner = registry.build(run)
+    params = load_packed_params(run_dir, learner)
+    return env, learner, params, run["packed"]["iteration"], run["packed"]["env_steps"]
 
 
 def load_state(path):

@@ -455,6 +455,7 @@ class G1Tracking(ContactEnv):
         xr, Rr = ref["body_pos"][k], ref["body_mat"][k]
         rot_err = 0.5 * jnp.sum((Rb - Rr) ** 2, axis=(-1, -2))
         rel = (xb - xb[0]) - (xr - xr[0])
+        low, href = self._foot_low(kin), jnp.asarray(self.reference.foot_height)[k]
         out = {
             "root_pos": jnp.sum((xb[0] - xr[0]) ** 2),
             "root_rot": rot_err[0],
@@ -464,15 +465,13 @@ class G1Tracking(ContactEnv):
             "lin_vel": jnp.sum((data.qvel[0:3] - ref["qvel"][k, 0:3]) ** 2),
             "ang_vel": jnp.sum((data.qvel[3:6] - ref["qvel"][k, 3:6]) ** 2),
             "body_pos_error": jnp.mean(jnp.linalg.norm(xb - xr, axis=-1)),
-            "feet": (self._foot_low(kin) - jnp.asarray(self.reference.foot_height)[k]) ** 2,
+            "feet": (low - href) ** 2,
         }
         if self.w_flight:  # (Python branch: without the term the traced program is unchanged)
-            href = jnp.asarray(self.reference.foot_height)[k]
-            share = jnp.minimum(self._foot_low(kin) / jnp.maximum(href, 1e-3), 1.0)
+            share = jnp.minimum(low / jnp.maximum(href, 1e-3), 1.0)
             out["flight"] = jnp.where(href > FLIGHT_CLEARANCE, share, 0.0)
         if self.w_tuck:
-            href = jnp.asarray(self.reference.foot_height)[k]
-            gap = (data.qpos[2] - self._foot_low(kin)) - (ref["qpos"][k, 2] - href)
+            gap = (data.qpos[2] - low) - (ref["qpos"][k, 2] - href)
             share = 1.0 - jnp.minimum(jnp.abs(gap) / TUCK_SCALE, 1.0)
             out["tuck"] = jnp.where(href > FLIGHT_CLEARANCE, share, 0.0)
         if self.w_takeoff:
