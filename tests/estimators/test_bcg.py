@@ -110,8 +110,8 @@ def test_a_split_batch_equals_naive(results):
 
 def test_phased_runs_only_the_phases_in_use():
     """slots.phased: the batch in ``split`` phases of S = ceil(E / split) states, then only
-    the ceil(n / S) phases holding used states run (counted by a host callback inside the step); value and gradient equal stepping
-    the states directly."""
+    the ceil(n / S) phases holding used states run (counted, with their sizes, by a host
+    callback inside the step); value and gradient equal stepping the states directly."""
     from bcg.estimators import slots
 
     calls = []

@@ -139,3 +139,24 @@ def test_a_wider_action_range_keeps_the_unsaturated_actions(
     bad = ["pack", str(src), str(tmp_path / "bad"), "--action-range", "env.action_scale"]
     assert cli.main(bad) != 0
     assert "env.NAME=NUMBER" in capsys.readouterr().err
+
+
+def test_std_scale_changes_only_the_exploration_noise(hopper_run, tmp_path, restore_jax):
+    """``bcg pack --std-scale F``: log_std + log F in the packed policy, the deterministic policy
+    (the mean) unchanged; the factor lands in run.json; F <= 0 is an error that names it."""
+    from bcg.transfer.pack import POLICY_FILE
+
+    hop_dir, _, _, _ = hopper_run
+    out = tmp_path / "calm"
+    assert cli.main(["pack", str(hop_dir), str(out), "--std-scale", "0.5"]) == 0
+    plain = pack_policy(hop_dir, tmp_path / "plain")
+    obs = np.random.default_rng(0).normal(size=(16, load_policy(out).env.observation_size))
+    obs = obs.astype(np.float32)
+    np.testing.assert_array_equal(load_policy(out).fn(obs), load_policy(plain).fn(obs))
+    a, b = np.load(plain / POLICY_FILE), np.load(out / POLICY_FILE)
+    changed = [k for k in a.files if not np.array_equal(a[k], b[k])]
+    assert len(changed) == 1  # the log_std vector alone
+    np.testing.assert_allclose(b[changed[0]] - a[changed[0]], np.log(0.5), rtol=1e-6)
+    assert json.loads((out / "run.json").read_text())["packed"]["std_scale"] == 0.5
+    with pytest.raises(ValueError, match="std scale"):
+        pack_policy(hop_dir, tmp_path / "bad", std_scale=0.0)

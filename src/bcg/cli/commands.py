@@ -175,7 +175,7 @@ def cmd_pack(args) -> int:
             sep = ""
         if not sep:
             raise ValueError(f"--action-range wants env.NAME=NUMBER, got {args.action_range!r}")
-    out = pack_policy(args.path, args.out, action_range=action_range)
+    out = pack_policy(args.path, args.out, action_range=action_range, std_scale=args.std_scale)
     size = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
     print(f"packed the policy of {args.path} -> {out} ({size / 1e6:.2f} MB)")
     return 0

@@ -195,5 +195,12 @@ def build_parser() -> argparse.ArgumentParser:
         "env.leg_residual_scale=1.0) and "
         "rescale the policy's mean to keep its unsaturated actions (bcg.transfer.pack)",
     )
+    pk.add_argument(
+        "--std-scale",
+        type=float,
+        metavar="F",
+        help="multiply the policy's exploration std by F (the mean unchanged), for a further "
+        "training stage that explores less (F < 1) or more",
+    )
     pk.set_defaults(func=commands.cmd_pack)
     return ap

@@ -20,7 +20,9 @@ POLICY_FILE = "policy.npz"
 COPIED = ("metrics.csv", "training.png", "eval.json")
 
 
-def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Path:
+def pack_policy(
+    path, out, action_range: tuple[str, float] | None = None, std_scale: float | None = None
+) -> Path:
     """Write the policy of the run, checkpoint or packed policy ``path`` into the folder
     ``out``; returns it. ``run.json`` gains ``packed``: the source, iteration and env steps.
 
@@ -31,7 +33,11 @@ def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Pat
     :attr:`~bcg.envs.base.ContactEnv.action_scales` before and after, so that ``s1 a'`` equals
     ``s0 a`` to first order in the pre-squash mean: the packed policy starts a training at the
     wider (or narrower) range from the same behaviour wherever its actions are not
-    saturated."""
+    saturated.
+
+    ``std_scale=f``: the exploration noise's std times ``f`` (log_std + log f), the mean
+    unchanged (:func:`scale_std`): a further training stage from the packed policy explores
+    less (or more)."""
     import jax
 
     from bcg.transfer.policy import load_packed, load_state, split_checkpoint_path
@@ -53,6 +59,8 @@ def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Pat
         ratio = _scales(learner.env) / _scales(dataclasses.replace(learner.env, **{name: value}))
         params = scale_mean_action(params, ratio)
         run = {**run, "env_params": {**(run.get("env_params") or {}), name: value}}
+    if std_scale is not None:
+        params = scale_std(params, std_scale)
     leaves = jax.tree_util.tree_leaves(params)
     out = Path(out)
     if out.resolve() == run_dir.resolve():
@@ -62,6 +70,8 @@ def pack_policy(path, out, action_range: tuple[str, float] | None = None) -> Pat
     packed = {"source": str(path), "iteration": it, "env_steps": env_steps}
     if action_range is not None:
         packed["action_range"] = {"param": action_range[0], "from": run_value, "to": value}
+    if std_scale is not None:
+        packed["std_scale"] = float(std_scale)
     (out / "run.json").write_text(json.dumps({**run, "packed": packed}, indent=2))
     for name in COPIED:
         if (run_dir / name).exists():
@@ -86,6 +96,17 @@ def scale_mean_action(params: dict, factor) -> dict:
     log_std = (actor["log_std"] + np.log(factor)).astype(actor["log_std"].dtype)
     actor = {**actor, "MLP_0": {**mlp, last: head}, "log_std": log_std}
     return {**params, "actor": {**params["actor"], "params": actor}}
+
+
+def scale_std(params: dict, factor: float) -> dict:
+    """Policy parameters whose exploration std is ``factor`` times the given one
+    (log_std' = log_std + log factor); the mean is unchanged."""
+    factor = float(factor)
+    if not (np.isfinite(factor) and factor > 0):
+        raise ValueError(f"the std scale must be finite and > 0, got {factor}")
+    actor = params["actor"]["params"]
+    log_std = (actor["log_std"] + np.log(factor)).astype(actor["log_std"].dtype)
+    return {**params, "actor": {**params["actor"], "params": {**actor, "log_std": log_std}}}
 
 
 def _env_param(env, key: str, value: float) -> tuple[str, float]:
