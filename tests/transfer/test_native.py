@@ -214,3 +214,22 @@ def test_a_delayed_run_observes_the_command_in_flight(hopper_run):
     other = _delayed_return(cenv, m, pol, key, run["steps"], observe_sent=False)
     assert math.isclose(run["return"], want, rel_tol=1e-6)
     assert not math.isclose(run["return"], other, rel_tol=1e-4)  # the test can tell them apart
+
+
+def test_on_step_sees_every_control_step(hopper_run):
+    """``run_native(on_step=...)`` is called once per control step of every run, with the run
+    index, the step and the state after that step's physics."""
+    from bcg.transfer.runs import run_native
+
+    _, env, learner, state = hopper_run
+    pol = policy_from_learner(learner, state, run={"task": "hopper_jump"})
+    cfg = native.TransferConfig(runs=2, seconds=0.1, training_sim=False, seed=1)
+    m, _ = native.native_model(env, "hopper_jump")
+    seen = []
+    runs, _, _ = run_native(pol, cfg, m, on_step=lambda i, t, mi, d: seen.append((i, t, d.time)))
+    for i, run in enumerate(runs):
+        mine = [(t, time) for j, t, time in seen if j == i]
+        assert [t for t, _ in mine] == list(range(run["steps"]))
+        np.testing.assert_allclose(
+            [time for _, time in mine], env.sim.control_dt * np.arange(1, run["steps"] + 1)
+        )

@@ -45,9 +45,17 @@ def episode_steps(env, cfg: TransferConfig) -> int:
 
 
 def run_native(
-    policy, cfg: TransferConfig, m: mujoco.MjModel, bridge=None, feet=None, randomizer=None
+    policy,
+    cfg: TransferConfig,
+    m: mujoco.MjModel,
+    bridge=None,
+    feet=None,
+    randomizer=None,
+    on_step=None,
 ):
-    """Run ``cfg.runs`` episodes in native MuJoCo; returns ``(runs, notes, frames)``."""
+    """Run ``cfg.runs`` episodes in native MuJoCo; returns ``(runs, notes, frames)``.
+    ``on_step(run, step, model, data)``, if given, sees every control step's state (after
+    the physics, before the fall check)."""
     env = policy.env
     bridge = bridge or NativeBridge(env, m)
     if feet is None:
@@ -110,6 +118,8 @@ def run_native(
                 track.append(bridge.tracking_error(d))
             if renderer is not None and i == 0:
                 frames.append(render_frame(renderer, mi, d))
+            if on_step is not None:
+                on_step(i, t, mi, d)
             if bridge.fell(cur):
                 fell_at = t
                 break
