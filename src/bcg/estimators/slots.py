@@ -107,15 +107,9 @@ def phased(
     def unblock(x, n):  # (rows, S, ...) -> (n, ...)
         return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])[:n]
 
-    if K == 1:  # the batch is phase 0 as it is (no padding, no block buffer)
-        first_blocks, out_shape = first, jax.eval_shape(physics, first)
-        first_out_shape = out_shape
-    else:
-        first_blocks = tmap(lambda x: blocks(x, E, K), first)
-        out_shape = jax.eval_shape(physics, tmap(lambda x: x[0], first_blocks))
-        first_out_shape = tmap(
-            lambda s: jax.ShapeDtypeStruct((E,) + s.shape[1:], s.dtype), out_shape
-        )
+    first_blocks = tmap(lambda x: blocks(x, E, K), first)
+    out_shape = jax.eval_shape(physics, tmap(lambda x: x[0], first_blocks))
+    first_out_shape = tmap(lambda s: jax.ShapeDtypeStruct((E,) + s.shape[1:], s.dtype), out_shape)
     built_shape, _, aux_shape = jax.eval_shape(build, first_out_shape)
     M = _leading(built_shape)
     if M > P * S:
@@ -131,36 +125,28 @@ def phased(
         zeros(out_shape, (K, S)) if K > 1 else (),  # the batch's outputs, block by block
     )
 
-    def make(outputs):  # the batch's outputs (leading E) -> branch blocks, used, aux
-        inputs, n, aux = build(outputs)
+    def make(done):
+        inputs, n, aux = build(tmap(lambda x: unblock(x, E), done))
         return tmap(lambda x: blocks(x, M, P), inputs), jnp.asarray(n, jnp.int32), aux
 
     def body(carry, p):
         stack, used, aux, done = carry
         own = p < K
-        if K == 1:
-            x = tmap(lambda f, s: jnp.where(own, f, s[jnp.maximum(p - 1, 0)]), first, stack)
-        else:
-            x = tmap(
-                lambda f, s: jnp.where(own, f[jnp.minimum(p, K - 1)], s[jnp.clip(p - K, 0, P - 1)]),
-                first_blocks,
-                stack,
-            )
+        x = tmap(
+            lambda f, s: jnp.where(own, f[jnp.minimum(p, K - 1)], s[jnp.clip(p - K, 0, P - 1)]),
+            first_blocks,
+            stack,
+        )
         active = own | ((p - K) * S < used)
         y = jax.lax.cond(active, step, skip, x)
         if K > 1:
             i = jnp.minimum(p, K - 1)
             done = tmap(lambda b, o: jnp.where(own, b.at[i].set(o), b), done, y)
-            ready = tmap(lambda x: unblock(x, E), done)
-        else:
-            ready = y
+        ready = done if K > 1 else tmap(lambda o: o[None], y)
         stack, used, aux = jax.lax.cond(p == K - 1, make, lambda _: (stack, used, aux), ready)
         return (stack, used, aux, done), y
 
     (_, _, aux, _), ys = jax.lax.scan(body, carry0, jnp.arange(K + P))
-    if K == 1:
-        first_out = tmap(lambda a: a[0], ys)
-    else:
-        first_out = tmap(lambda a: unblock(a[:K], E), ys)
+    first_out = tmap(lambda a: unblock(a[:K], E), ys)
     built_out = tmap(lambda a: unblock(a[K:], M), ys)
     return first_out, built_out, aux
