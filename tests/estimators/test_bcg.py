@@ -56,7 +56,6 @@ def results(sim):
         "naive": BCG(),
         "compact": BCG(capacity=3, remat=True),  # bundle recomputed on the backward pass
         "four-slots": BCG(capacity=4),  # 40 branch states: up to 8 phases of 5
-        "split": BCG(capacity=4, phase_split=2),  # batch in 2 phases of 3, 14 of 3 for branches
         "tight-stein": BCG(capacity=2, gradient="stein", antithetic=True),
     }.items():
         (v, (qpos, st)), g = _grad_fn(sim, est)(dv, d0, key)
@@ -98,37 +97,25 @@ def test_slot_layouts_equal_naive(results):
     np.testing.assert_allclose(b["grad"], n["grad"], rtol=1e-8, atol=1e-10)
 
 
-def test_a_split_batch_equals_naive(results):
-    """The batch stepped in 2 phases of 3 states (5 envs: one padded copy) and 4 slots of 10
-    branches in 14 phases of 3 equal the naive bundle."""
-    n, b = results["naive"], results["split"]
-    assert int(np.sum(b["stats"].overflow)) == 0
-    np.testing.assert_array_equal(b["stats"].bundled, n["stats"].bundled)
-    np.testing.assert_allclose(b["qpos"], n["qpos"], rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(b["grad"], n["grad"], rtol=1e-8, atol=1e-10)
-
-
 def test_phased_runs_only_the_phases_in_use():
-    """slots.phased: the batch in ``split`` phases of S = ceil(E / split) states, then only
-    the ceil(n / S) phases holding used states run (counted, with their sizes, by a host
-    callback inside the step); value and gradient equal stepping the states directly."""
+    """slots.phased: phase 0 steps the batch, then only the ceil(n / E) phases holding used
+    states run (counted by a host callback inside the step); value and gradient equal stepping
+    the states directly."""
     from bcg.estimators import slots
 
     calls = []
-    E = 4
+    E, P = 4, 3
 
     def physics(x):
-        jax.debug.callback(lambda: calls.append(x.shape[0]))
+        jax.debug.callback(lambda: calls.append(1))
         return 2.0 * jnp.sin(x)
 
     def built_states(y):
-        return jnp.concatenate([y, y + 1.0, y + 2.0])  # 3 E = 12 states
+        return jnp.concatenate([y, y + 1.0, y + 2.0])  # P x E = 12 states
 
-    def run(x, n, split):
-        S = slots.phase_states(E, split)
-        P = slots.phase_count(1, 12, S)
+    def run(x, n):
         first, out, aux = slots.phased(
-            physics, x, lambda y: (built_states(y), n, jnp.sum(y)), P, lambda z: z, split=split
+            physics, x, lambda y: (built_states(y), n, jnp.sum(y)), P, lambda z: z
         )
         return jnp.sum(first) + jnp.sum(out[:n]) + aux
 
@@ -137,18 +124,15 @@ def test_phased_runs_only_the_phases_in_use():
         return 2.0 * jnp.sum(y) + jnp.sum(2.0 * jnp.sin(built_states(y))[:n])
 
     x = jnp.linspace(0.1, 0.4, E)
-    # (split, used states n, phases run, states per phase): S = ceil(4 / split)
-    cases = [(1, 0, 1, 4), (1, 3, 2, 4), (1, 5, 3, 4), (1, 12, 4, 4)]
-    cases += [(2, 0, 2, 2), (2, 3, 4, 2), (2, 12, 8, 2), (3, 5, 6, 2), (4, 1, 5, 1)]
-    for split, n, phases, size in cases:
-        v, g = jax.value_and_grad(run)(x, n, split)
+    for n, phases in ((0, 1), (3, 2), (5, 3), (12, 4)):
+        v, g = jax.value_and_grad(run)(x, n)
         v_ref, g_ref = jax.value_and_grad(direct)(x, n)
         np.testing.assert_allclose(v, v_ref, rtol=1e-12)
         np.testing.assert_allclose(g, g_ref, rtol=1e-12)
         calls.clear()
-        jax.block_until_ready(jax.jit(run, static_argnums=(1, 2))(x, n, split))
+        jax.block_until_ready(jax.jit(run, static_argnums=1)(x, n))
         jax.effects_barrier()
-        assert calls == [size] * phases, (split, n, calls)
+        assert len(calls) == phases, (n, len(calls))
 
 
 def test_overflow_is_counted(results):
@@ -245,8 +229,6 @@ def test_offsets_follow_the_contact_chain(sim, perturb):
         ({"damping": 0.0}, "damping"),
         ({"capacity": 0}, "capacity"),
         ({"capacity": 1.5}, "capacity"),
-        ({"phase_split": 0}, "phase_split"),
-        ({"phase_split": 2.0}, "phase_split"),
         ({"antithetic": True, "num_branches": 3}, "antithetic"),
         ({"gradient": "magic"}, "gradient"),
         ({"gradient": "stein", "num_branches": 1}, "num_branches"),

@@ -122,12 +122,8 @@ class BCG:
       damping: lambda of the damped pseudo-inverse (paper 1e-4).
       capacity: bundle slots C per step: an int, a fraction of the batch in (0, 1], or None
         (C = E); environments that do not fit take the plain step (counted as overflow). The
-        branches run in up to ceil(C B / S) phases of S states after the plain step, only
-        the phases in use: a step with n bundles costs (k + ceil(n B / S)) S states.
-      phase_split: k, the plain step of the E environments runs in k phases of
-        S = ceil(E / k) states, and so does every branch phase (:mod:`bcg.estimators.slots`).
-        1 (the plain step in one phase) suits small bundles; a larger k wastes fewer unused
-        branch states per step at more phases of a smaller batch.
+        branches run in up to ceil(C B / E) phases of E states after the plain step, only
+        the phases in use: a step with n bundles costs 1 + ceil(n B / E) plain steps.
       remat: recompute the physics on the backward pass instead of storing its residuals.
       antithetic: pair offsets (+d, -d) so that their mean is exactly zero.
       gradient: ``"first-order"`` (the paper) or ``"stein"`` (:mod:`bcg.estimators.aggregation`).
@@ -148,7 +144,6 @@ class BCG:
     damping: float = 1e-4
     capacity: int | float | None = None
     remat: bool = False
-    phase_split: int = 1
     antithetic: bool = False
     gradient: str = "first-order"
     stein_velocity: bool = False
@@ -178,7 +173,6 @@ class BCG:
                 raise ValueError(f"capacity as a fraction must be in (0, 1], got {c!r}")
             if isinstance(c, int) and c < 1:
                 raise ValueError(f"capacity must be >= 1 slot, got {c!r}")
-        _check_int("phase_split (k)", self.phase_split, 1)
         for flag in ("remat", "antithetic", "stein_velocity", "new_groups"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
@@ -328,9 +322,8 @@ class BCG:
 
         forces_shape = jax.eval_shape(physics, (carry.data, ctrl))[1]
 
-        def skip(x):  # a phase's states, unstepped (x[1]: its controls, leading S)
-            lead = x[1].shape[:1]
-            return x[0], jnp.zeros(lead + forces_shape.shape[1:], forces_shape.dtype)
+        def skip(x):
+            return x[0], jnp.zeros(forces_shape.shape, forces_shape.dtype)
 
         def build(y):
             plain, forces = y
@@ -350,10 +343,9 @@ class BCG:
             physics,
             (carry.data, ctrl),
             build,
-            slots.phase_count(C, B, slots.phase_states(E, self.phase_split)),
+            slots.phase_count(C, B, E),
             skip,
             remat=self.remat,
-            split=self.phase_split,
         )
         trig, idx, used, overflow, book = aux
         stepped, forces = tmap(lambda x: x.reshape((C, B) + x.shape[1:]), (out, forces))
