@@ -93,16 +93,15 @@ def scale_mean_action(params: dict, factor) -> dict:
     mlp = actor["MLP_0"]
     last = max((k for k in mlp if k.startswith("Dense_")), key=lambda k: int(k.split("_")[1]))
     head = {k: (v * factor).astype(v.dtype) for k, v in mlp[last].items()}
-    log_std = (actor["log_std"] + np.log(factor)).astype(actor["log_std"].dtype)
-    actor = {**actor, "MLP_0": {**mlp, last: head}, "log_std": log_std}
-    return {**params, "actor": {**params["actor"], "params": actor}}
+    actor = {**actor, "MLP_0": {**mlp, last: head}}
+    return scale_std({**params, "actor": {**params["actor"], "params": actor}}, factor)
 
 
-def scale_std(params: dict, factor: float) -> dict:
-    """Policy parameters whose exploration std is ``factor`` times the given one
-    (log_std' = log_std + log factor); the mean is unchanged."""
-    factor = float(factor)
-    if not (np.isfinite(factor) and factor > 0):
+def scale_std(params: dict, factor) -> dict:
+    """Policy parameters whose exploration std is ``factor`` (a scalar or one per action)
+    times the given one (log_std' = log_std + log factor); the mean is unchanged."""
+    factor = np.asarray(factor, np.float64)
+    if not np.all(np.isfinite(factor) & (factor > 0)):
         raise ValueError(f"the std scale must be finite and > 0, got {factor}")
     actor = params["actor"]["params"]
     log_std = (actor["log_std"] + np.log(factor)).astype(actor["log_std"].dtype)
