@@ -144,8 +144,6 @@ def test_a_wider_action_range_keeps_the_unsaturated_actions(
 def test_std_scale_changes_only_the_exploration_noise(hopper_run, tmp_path, restore_jax):
     """``bcg pack --std-scale F``: log_std + log F in the packed policy, the deterministic policy
     (the mean) unchanged; the factor lands in run.json; F <= 0 is an error that names it."""
-    from bcg.transfer.pack import POLICY_FILE
-
     hop_dir, _, _, _ = hopper_run
     out = tmp_path / "calm"
     assert cli.main(["pack", str(hop_dir), str(out), "--std-scale", "0.5"]) == 0

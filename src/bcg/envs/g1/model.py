@@ -108,6 +108,12 @@ LEG_PARTS = ("hip", "knee", "ankle")  # name parts of the 12 leg joints of JOINT
 NUM_JOINTS = len(JOINT_NAMES)
 ROOT_BODY = "pelvis"
 
+
+def is_leg_joint(name: str) -> bool:
+    """Whether a joint of :data:`JOINT_NAMES` is one of the 12 hip, knee and ankle joints."""
+    return any(p in name for p in LEG_PARTS)
+
+
 # Foot contact spheres in the ankle-roll body frame (Unitree g1_29dof.xml / Menagerie g1.xml).
 FOOT_BODIES = ("left_ankle_roll_link", "right_ankle_roll_link")
 FOOT_SPHERE_POS = (
@@ -311,7 +317,7 @@ def build_spec(
     # hip, knee and ankle joints x leg_kp_scale instead when it is given)
     for jname in JOINT_NAMES:
         j = spec.joint(jname)
-        leg = leg_kp_scale is not None and any(p in jname for p in LEG_PARTS)
+        leg = leg_kp_scale is not None and is_leg_joint(jname)
         kp, kd = pd_gains(np.array([j.armature]), leg_kp_scale if leg else kp_scale)
         act = spec.add_actuator(name=jname, target=jname, trntype=mujoco.mjtTrn.mjTRN_JOINT)
         act.set_to_position(kp=float(kp[0]), kv=float(kd[0]))

@@ -311,7 +311,7 @@ class G1Tracking(ContactEnv):
         if self.leg_residual_scale is not None:
             m = self.sim.mj_model
             names = [m.joint(int(j)).name for j in m.actuator_trnid[:, 0]]
-            scales[[any(p in n for p in g1m.LEG_PARTS) for n in names]] = self.leg_residual_scale
+            scales[[g1m.is_leg_joint(n) for n in names]] = self.leg_residual_scale
         return scales
 
     def action_to_ctrl(self, action, data=None):
