@@ -1,5 +1,8 @@
 """BCG rollout step: trigger, chain perturbation, mean state, compaction, validation."""
 
+import dataclasses
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -143,6 +146,35 @@ def test_overflow_is_counted(results):
     assert np.all(per_step_need <= 3)
 
 
+_KEY0 = jax.random.PRNGKey(0)
+
+
+def _one_step(sim, est, x):
+    """One BCG control step of the ball from x = (z, vz): (z', vz') of the bundle mean and the
+    trigger count."""
+    d0 = _batch(sim, [0.0], [0.0])
+    carry = est.init(sim, d0.replace(qpos=x[None, :1], qvel=x[None, 1:]))
+    new, stats = est.step(sim, carry, jnp.zeros((1, 0)), _KEY0)
+    return jnp.concatenate([new.data.qpos[0], new.data.qvel[0]]), stats.triggered
+
+
+def _branches(sim, est, x):
+    """The B branch steps of :func:`_one_step` by hand: (B, 2) outputs and the offsets dp, dv."""
+    d = jax.tree_util.tree_map(lambda a: a[0], _batch(sim, [0.0], [0.0]))
+    d = d.replace(qpos=x[:1], qvel=x[1:])
+    u = jnp.zeros(0)
+    plain, forces = bs.control_step(sim, d, u, per_substep=True)
+    k = jax.random.split(jax.random.split(_KEY0, 1)[0])[0]  # the env's key, then its start key
+    dq, dqd, dp, dv, _ = est.offsets(sim, plain, est.trigger_rule(sim, plain, forces), k)
+
+    def branch(i):
+        db = d.replace(qpos=bs.integrate_qpos(sim, d.qpos, dq[i]), qvel=d.qvel + dqd[i])
+        out = bs.control_step(sim, db, u)[0]
+        return jnp.concatenate([out.qpos, out.qvel])
+
+    return jnp.stack([branch(i) for i in range(est.num_branches)]), dp, dv
+
+
 def test_bundle_step_is_the_mean_of_branches(sim):
     """One triggered step equals the hand-computed mean of B perturbed branch steps; its
     first-order Jacobian is the mean of branch Jacobians (Z_bar = (1/B) sum_i F_x Z^(i)) and its
@@ -150,28 +182,8 @@ def test_bundle_step_is_the_mean_of_branches(sim):
     slide is the whole chain: M M^+ = I, so the Stein term is the entire state sensitivity)."""
     fo = BCG(num_branches=4, horizon=1, tau=0.0)
     st = BCG(num_branches=4, horizon=1, tau=0.0, gradient="stein", stein_velocity=True)
-    d0 = _batch(sim, [0.102], [-1.0])
-    key = jax.random.PRNGKey(0)
-    u = jnp.zeros((1, 0))
-
-    def bcg_step(est, x):  # x = (z, vz) -> (z', vz') of the bundle mean
-        carry = est.init(sim, d0.replace(qpos=x[None, :1], qvel=x[None, 1:]))
-        new, stats = est.step(sim, carry, u, key)
-        return jnp.concatenate([new.data.qpos[0], new.data.qvel[0]]), stats.triggered
-
-    def branches(x):
-        d = jax.tree_util.tree_map(lambda a: a[0], d0.replace(qpos=x[None, :1], qvel=x[None, 1:]))
-        plain, forces = bs.control_step(sim, d, u[0], per_substep=True)
-        k = jax.random.split(jax.random.split(key, 1)[0])[0]  # the env's key, then its start key
-        dq, dqd, dp, dv, _ = fo.offsets(sim, plain, fo.trigger_rule(sim, plain, forces), k)
-
-        def branch(i):
-            db = d.replace(qpos=bs.integrate_qpos(sim, d.qpos, dq[i]), qvel=d.qvel + dqd[i])
-            out = bs.control_step(sim, db, u[0])[0]
-            return jnp.concatenate([out.qpos, out.qvel])
-
-        return jnp.stack([branch(i) for i in range(4)]), dp, dv
-
+    bcg_step = functools.partial(_one_step, sim)
+    branches = functools.partial(_branches, sim, fo)
     x0 = jnp.array([0.102, -1.0])
     out, trig = jax.jit(lambda x: bcg_step(fo, x))(x0)
     assert int(trig) == 1
@@ -191,6 +203,40 @@ def test_bundle_step_is_the_mean_of_branches(sim):
     stein = np.stack([dY.T @ dp[:, zrow] / 0.01**2, dY.T @ dv[:, zrow] / 0.02**2], 1) / 4
     np.testing.assert_allclose(J_st, stein, rtol=1e-4, atol=1e-8)
     assert not np.allclose(J_st, np.asarray(J_fo), rtol=1e-2)
+
+
+def test_branch_clip_scales_outlier_branches(sim):
+    """``branch_clip=c``: the vector-Jacobian product of a bundle step is
+    sum_i clip_c(J_i^T w / B), each branch's start-state cotangent scaled to at most c times the
+    median over branches (J_i by hand from the branch steps); a loose bound changes nothing."""
+    from bcg.estimators.aggregation import clip_branch_cotangents
+
+    x0 = jnp.array([0.102, -1.0])
+    w = jnp.array([1.0, 0.05])
+    base = BCG(num_branches=4, horizon=1, tau=0.0)
+
+    def vjp(est):
+        return jax.jit(jax.grad(lambda x: _one_step(sim, est, x)[0] @ w))(x0)
+
+    J_i = jax.jit(jax.jacrev(lambda x: _branches(sim, base, x)[0]))(x0)  # (B, 2, 2)
+    rows = jnp.einsum("bij,i->bj", J_i, w) / 4  # each branch's cotangent J_i^T w / B
+    norms = np.linalg.norm(np.asarray(rows), axis=1)
+    bound = 1.0 * np.median(norms)
+    assert np.sum(norms > bound * 1.01) >= 1  # the bound acts on this bundle
+    expected = (np.asarray(rows) * np.minimum(1.0, bound / norms)[:, None]).sum(0)
+    np.testing.assert_allclose(vjp(base), np.asarray(rows).sum(0), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(vjp(dataclasses.replace(base, branch_clip=1.0)), expected, rtol=1e-8)
+    loose = vjp(dataclasses.replace(base, branch_clip=1e6))
+    np.testing.assert_allclose(loose, vjp(base), rtol=1e-12, atol=1e-14)
+    # the transform itself: identity forward, rows (all leaves together) clipped backward
+    t = (jnp.arange(8.0).reshape(4, 2), jnp.ones((4, 1)))
+    out, back = jax.vjp(lambda t: clip_branch_cotangents(t, 2.0), t)
+    assert all(np.array_equal(a, b) for a, b in zip(out, t, strict=True))
+    g = (jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [30.0, 40.0]]), jnp.zeros((4, 1)))
+    ((ga, gb),) = back(g)
+    np.testing.assert_allclose(ga[3], [1.2, 1.6])  # norm 50 -> 2 x median 1
+    np.testing.assert_allclose(ga[:3], g[0][:3])
+    assert np.array_equal(gb, g[1])
 
 
 @pytest.mark.parametrize("perturb", ["limb", "chain"])
@@ -237,6 +283,7 @@ def test_offsets_follow_the_contact_chain(sim, perturb):
         ({"max_dq": 0.0}, "max_dq"),
         ({"max_dqd": -1.0}, "max_dqd"),
         ({"new_groups": 1}, "new_groups"),
+        ({"branch_clip": 0.0}, "branch_clip"),
     ],
 )
 def test_bad_parameters(kw, match):

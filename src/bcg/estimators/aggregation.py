@@ -13,6 +13,14 @@ start state is replaced by the Stein (zeroth-order) estimate from the branches t
     d y_bar / d s  ~  (1/B) sum_i (y^(i) - y_bar) [dp_i / sigma_p^2, dv_i / sigma_v^2]^T,
 with s = (M^+ dq_t, M^+ dqd_t) the Cartesian coordinates of the start state; the complement
 (I - M M^+) and the shared actions keep the first-order path. Forward values are unchanged.
+
+Clipped branch sensitivities (ours, ``branch_clip=c``). A branch that starts deeper in a stiff
+floor has a much larger Jacobian than its siblings, so the mean of B branch Jacobians is
+heavy-tailed (more branches can give *more* variance). On the backward pass each branch's
+cotangent g_i at the bundle's start (its start state; separately, its copy of the shared
+action) is scaled to at most c times the median norm over the B branches,
+    g_i <- g_i min(1, c median_j |g_j| / |g_i|),
+a per-bundle gradient clip (biased where it acts; exact when no branch exceeds the bound).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import jax.numpy as jnp
 from bcg.sim.model import Sim
 from bcg.sim.step import differentiate_qpos, integrate_qpos_linear, mean_data
 
-__all__ = ["branch_mean", "stein_attach", "stein_detach"]
+__all__ = ["branch_mean", "clip_branch_cotangents", "stein_attach", "stein_detach"]
 
 
 def stein_detach(sim: Sim, q0, v0, offs, sigma_p, sigma_v, stein_velocity):
@@ -65,3 +73,31 @@ def stein_attach(sim: Sim, mean, stepped, anchor, noise):
 def branch_mean(sim: Sim, stepped):
     """The bundle state: :func:`bcg.sim.step.mean_data` over the leading branch axis."""
     return mean_data(sim, stepped)
+
+
+def clip_branch_cotangents(tree, factor: float):
+    """Identity on ``tree`` (arrays with a leading branch axis B); on the backward pass each
+    branch's cotangent (all leaves of its row together) is scaled to a norm of at most
+    ``factor`` times the median branch norm."""
+
+    @jax.custom_vjp
+    def ident(t):
+        return t
+
+    def fwd(t):
+        return t, None
+
+    def bwd(_, g):
+        leaves = jax.tree_util.tree_leaves(g)
+        sq = sum(jnp.sum(jnp.reshape(x, (x.shape[0], -1)) ** 2, axis=1) for x in leaves)
+        norm = jnp.sqrt(sq)
+        bound = factor * jnp.median(norm)
+        scale = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
+
+        def apply(x):
+            return x * scale.reshape((-1,) + (1,) * (x.ndim - 1)).astype(x.dtype)
+
+        return (jax.tree_util.tree_map(apply, g),)
+
+    ident.defvjp(fwd, bwd)
+    return ident(tree)

@@ -128,6 +128,9 @@ class BCG:
       antithetic: pair offsets (+d, -d) so that their mean is exactly zero.
       gradient: ``"first-order"`` (the paper) or ``"stein"`` (:mod:`bcg.estimators.aggregation`).
       stein_velocity: with ``"stein"``, also replace the velocity sensitivity.
+      branch_clip: None, or c > 0: on the backward pass each branch's cotangent at the bundle
+        start (its start state; its copy of the action) is clipped to c times the median over
+        the B branches (:func:`bcg.estimators.aggregation.clip_branch_cotangents`).
     """
 
     num_branches: int = 10
@@ -147,6 +150,7 @@ class BCG:
     antithetic: bool = False
     gradient: str = "first-order"
     stein_velocity: bool = False
+    branch_clip: float | None = None
     name: str = "bcg"
 
     def __post_init__(self):
@@ -176,6 +180,8 @@ class BCG:
         for flag in ("remat", "antithetic", "stein_velocity", "new_groups"):
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
+        if self.branch_clip is not None:
+            _check_pos("branch_clip", self.branch_clip)
         if self.gradient not in ("first-order", "stein"):
             raise ValueError(f"gradient must be 'first-order' or 'stein', got {self.gradient!r}")
         if self.gradient == "stein" and self.num_branches < 2:
@@ -282,6 +288,9 @@ class BCG:
             jnp.broadcast_to(d.act, (B,) + d.act.shape),
             jnp.broadcast_to(d.qacc_warmstart, (B,) + d.qvel.shape),
         )
+        if self.branch_clip is not None:
+            qv = aggregation.clip_branch_cotangents((start.qpos, start.qvel), self.branch_clip)
+            start = start._replace(qpos=qv[0], qvel=qv[1])
         br = jax.tree_util.tree_map(lambda a, b: jnp.where(in_bundle, a, b), carry.branches, start)
         start_groups = jnp.broadcast_to(hot.groups, carry.perturbed.shape)
         perturbed = jnp.where(in_bundle, carry.perturbed, start_groups)
@@ -336,6 +345,11 @@ class BCG:
                 take(carry), take(plain), take(hot), keys[idx]
             )
             u = jnp.broadcast_to(ctrl[idx][:, None], (C, B) + ctrl.shape[1:])
+            if self.branch_clip is not None:
+                clip = functools.partial(
+                    aggregation.clip_branch_cotangents, factor=self.branch_clip
+                )
+                u = jax.vmap(clip)(u)
             flat = tmap(lambda x: x.reshape((C * B,) + x.shape[2:]), (inputs, u))
             return flat, jnp.sum(used) * B, (trig, idx, used, overflow, book)
 
