@@ -216,6 +216,26 @@ def test_a_delayed_run_observes_the_command_in_flight(hopper_run):
     assert not math.isclose(run["return"], other, rel_tol=1e-4)  # the test can tell them apart
 
 
+def test_a_native_blow_up_counts_as_diverged_and_fallen(hopper_run):
+    """MuJoCo resets the data when its state blows up (bad qpos / qvel / qacc) and only warns:
+    the run must stop there as diverged and fallen, not go on from the reset state."""
+    from bcg.transfer.runs import native_unstable, run_native
+
+    _, env, learner, state = hopper_run
+    pol = policy_from_learner(learner, state, run={"task": "hopper_jump"})
+    cfg = native.TransferConfig(runs=2, seconds=0.2, training_sim=False, seed=1)
+    m, _ = native.native_model(env, "hopper_jump")
+
+    def blow_up(i, t, mi, d):
+        assert not native_unstable(d)
+        if i == 0 and t == 2:
+            d.qvel[:] = 1e11  # beyond mjMAXVAL: the next mj_step resets the data
+
+    runs, _, _ = run_native(pol, cfg, m, on_step=blow_up)
+    assert runs[0]["diverged"] and runs[0]["fell"] and runs[0]["steps"] == 4
+    assert not runs[1]["diverged"] and runs[1]["steps"] > 4
+
+
 def test_on_step_sees_every_control_step(hopper_run):
     """``run_native(on_step=...)`` is called once per control step of every run, with the run
     index, the step and the state after that step's physics."""
