@@ -233,6 +233,7 @@ def test_a_native_blow_up_counts_as_diverged_and_fallen(hopper_run):
 
     runs, _, _ = run_native(pol, cfg, m, on_step=blow_up)
     assert runs[0]["diverged"] and runs[0]["fell"] and runs[0]["steps"] == 4
+    assert math.isnan(runs[0]["clearance_cm"]) and math.isnan(runs[0]["airborne_s"])
     assert not runs[1]["diverged"] and runs[1]["steps"] > 4
 
 

@@ -151,7 +151,7 @@ def run_native(
                 "penetration_mm": 1e3 * float(np.mean(pens)) if pens else math.nan,
                 "contact_steps": touch,
                 "tracking_error_cm": 100 * float(np.mean(track)) if track else math.nan,
-                **_flight(clear, env.sim.control_dt),
+                **_flight(clear, env.sim.control_dt, diverged),
                 "latency_steps": latency,
                 "pushes": n_push,
             }
@@ -226,7 +226,10 @@ def run_training_sim(policy, cfg: TransferConfig, feet: np.ndarray, init_env=Non
     return runs
 
 
-def _flight(clearance, dt: float) -> dict:
-    """The per-run flight entries of :func:`bcg.transfer.measures.flight`."""
+def _flight(clearance, dt: float, diverged: bool = False) -> dict:
+    """The per-run flight entries of :func:`bcg.transfer.measures.flight`; NaN for a run that
+    diverged (the steps before MuJoCo's reset are a blow-up, not a flight)."""
+    if diverged:
+        return {"clearance_cm": math.nan, "airborne_s": math.nan}
     top, air = measures.flight(clearance, dt)
     return {"clearance_cm": 100 * top, "airborne_s": air}
