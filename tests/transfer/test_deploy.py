@@ -74,6 +74,18 @@ def test_runner_observes_the_last_command_sent(hopper_run):
     np.testing.assert_allclose(got, want, atol=1e-9)
 
 
+def test_simulated_robot_blow_up_is_an_error(hopper_run):
+    """A simulated robot whose state MuJoCo reset after a blow-up stops the run with an error
+    that says so, instead of going on from the reset state."""
+    run_dir, env, _, _ = hopper_run
+    m, _ = native.native_model(env, "hopper_jump")
+    f = deploy.jax_policy(load_policy(run_dir))
+    _, tr = via_runner(env, m, f, jax.random.PRNGKey(5), 2)
+    tr.d.qvel[:] = 1e11  # beyond mjMAXVAL: the next mj_step resets the data
+    with pytest.raises(RuntimeError, match="blew up"):
+        tr.wait()
+
+
 def _random_actor_policy(obs_size, act_size, seed=0):
     actor = Actor(act_size, (16,))
     params = actor.init(jax.random.PRNGKey(seed), np.zeros((1, obs_size), np.float32))

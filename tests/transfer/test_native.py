@@ -219,7 +219,8 @@ def test_a_delayed_run_observes_the_command_in_flight(hopper_run):
 def test_a_native_blow_up_counts_as_diverged_and_fallen(hopper_run):
     """MuJoCo resets the data when its state blows up (bad qpos / qvel / qacc) and only warns:
     the run must stop there as diverged and fallen, not go on from the reset state."""
-    from bcg.transfer.runs import native_unstable, run_native
+    from bcg.transfer.measures import native_unstable
+    from bcg.transfer.runs import run_native
 
     _, env, learner, state = hopper_run
     pol = policy_from_learner(learner, state, run={"task": "hopper_jump"})

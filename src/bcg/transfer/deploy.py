@@ -48,6 +48,7 @@ from typing import Protocol
 import mujoco
 import numpy as np
 
+from bcg.transfer import measures
 from bcg.transfer.lowlevel import (
     IMUState,
     LowCmd,
@@ -162,6 +163,11 @@ class MujocoTransport:
             self.tau = tau
             mujoco.mj_step(self.m, self.d)
             self.tick += 1
+            if measures.native_unstable(self.d):
+                raise RuntimeError(
+                    f"the simulated robot blew up at physics step {self.tick} (MuJoCo warned of "
+                    "a bad qacc / qpos / qvel and reset its state); the run cannot go on"
+                )
 
     def imu(self) -> IMUState:
         s, d = self._scratch, self.d

@@ -123,3 +123,19 @@ def foot_clearance_mjx(dx, slots: np.ndarray):
     if len(slots) == 0:
         return jnp.full((), jnp.inf)
     return jnp.min(mjx_compat.contacts(dx).dist[slots])
+
+
+_UNSTABLE = (
+    mujoco.mjtWarning.mjWARN_BADQACC,
+    mujoco.mjtWarning.mjWARN_BADQPOS,
+    mujoco.mjtWarning.mjWARN_BADQVEL,
+)
+
+
+def native_unstable(d: mujoco.MjData) -> bool:
+    """True when native MuJoCo's state blew up: a non-finite qpos / qvel, or one of MuJoCo's
+    instability warnings (bad qacc / qpos / qvel), after which ``mj_step`` has already *reset*
+    the data to the model's initial state (and a run would otherwise go on from there)."""
+    if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
+        return True
+    return any(d.warning[int(w)].number > 0 for w in _UNSTABLE)

@@ -44,22 +44,6 @@ def episode_steps(env, cfg: TransferConfig) -> int:
     return max(1, int(round(cfg.seconds / env.sim.control_dt)))
 
 
-_UNSTABLE = (
-    mujoco.mjtWarning.mjWARN_BADQACC,
-    mujoco.mjtWarning.mjWARN_BADQPOS,
-    mujoco.mjtWarning.mjWARN_BADQVEL,
-)
-
-
-def native_unstable(d: mujoco.MjData) -> bool:
-    """True when native MuJoCo's state blew up: a non-finite qpos / qvel, or one of MuJoCo's
-    instability warnings (bad qacc / qpos / qvel), after which ``mj_step`` has already *reset*
-    the data to the model's initial state (and a run would otherwise go on from there)."""
-    if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
-        return True
-    return any(d.warning[int(w)].number > 0 for w in _UNSTABLE)
-
-
 def run_native(
     policy,
     cfg: TransferConfig,
@@ -117,7 +101,7 @@ def run_native(
                 n_push += 1
             for _ in range(n_sub):
                 mujoco.mj_step(mi, d)
-            if native_unstable(d):
+            if measures.native_unstable(d):
                 diverged, fell_at = True, t
                 break
             # the state's ctrl is the last command *sent* (MJX training's hold keeps it there,
