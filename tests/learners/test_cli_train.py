@@ -93,6 +93,12 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
     steps = [int(r.split(",")[1]) for r in rows[1:]]
     row = (stage / "metrics.csv").read_text().splitlines()[1].split(",")
     assert row[0] == "1" and int(row[1]) == steps[1] + (steps[1] - steps[0])
+    # the stage runs its own learning-rate schedule from its start (not the rest of the
+    # source's: 2 of 3 iterations done there, more than this stage's 1)
+    header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
+    lr = header.index("actor_lr")
+    assert float(row[lr]) == pytest.approx(float(rows[1].split(",")[lr]), rel=1e-6)
+    assert float(row[lr]) > float(rows[2].split(",")[lr])
     # a stage from the *packed* checkpoint 2 (actor + normaliser only): same starting policy,
     # env steps continue, and with critic_warmup=1 its one iteration leaves the actor as it was
     packed = tmp_path / "packed"

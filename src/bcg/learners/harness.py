@@ -21,7 +21,9 @@ reproduces the uninterrupted one exactly (same compiled program on the same devi
 ``init_from`` (``bcg train --init-from``) starts a new run as a further *stage* of another:
 its whole learner state (parameters, optimiser moments, normalisers, environments, RNG key) is
 restored from that run's newest (or a given) checkpoint, while the env, e.g. its reward weights,
-is this run's. Iterations count from 1 again; ``env_steps`` and ``wall_time`` continue from the
+is this run's. Iterations count from 1 again, and so does the learner's own counter: the new
+stage runs its own learning-rate schedule (from ``actor_lr`` down to ``lr_end`` over its
+``--iterations``) and its ``critic_warmup``; ``env_steps`` and ``wall_time`` continue from the
 source checkpoint's, so that curves of the stages join on the total budget. If only the
 environment states differ in shape (e.g. this run's env carries per-environment randomisation
 draws), the rest is restored and the environments start afresh. From a *packed*
@@ -44,6 +46,7 @@ float summation order, not bit for bit).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import time
@@ -211,6 +214,14 @@ def restore_checkpoint(run_dir, template_state, step: int | None = None, strict:
 def _in_env_state(path) -> bool:
     """Whether a learner-state leaf lies in its environment states (the ``env`` field)."""
     return bool(path) and getattr(path[0], "name", None) == "env"
+
+
+def _restart_schedule(state):
+    """``state`` with its iteration counter at 0: a new stage runs its own learning-rate
+    schedule (decay over its ``--iterations``) and critic warm-up, not the rest of the source's."""
+    if hasattr(state, "iteration"):
+        state = dataclasses.replace(state, iteration=jnp.zeros_like(state.iteration))
+    return state
 
 
 def _init_from_packed(learner, state, src: Path):
@@ -389,6 +400,7 @@ def train(
                 state, env_steps, wall0 = _init_from_packed(learner, state, src)
             else:
                 state, _, env_steps, wall0 = restore_checkpoint(src, state, step, strict=True)
+                state = _restart_schedule(state)
 
     state, step_fn = compile_iteration(learner, state)
     evals = {}
