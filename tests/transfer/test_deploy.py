@@ -86,6 +86,19 @@ def test_simulated_robot_blow_up_is_an_error(hopper_run):
         tr.wait()
 
 
+def test_simulated_robot_flung_root_is_an_error():
+    """A free root faster than the transport's bound stops the run with an error, as a
+    blow-up that MuJoCo does not flag."""
+    env = pdbot_env()
+    m, _ = native.native_model(env, None)
+    policy = _random_actor_policy(env.observation_size, env.action_size)
+    _, tr = via_runner(env, m, policy, jax.random.PRNGKey(2), 2, motor_joints=env.motor_joint_names)
+    tr.wait()  # a normal step passes
+    tr.d.qvel[2] = 30.0
+    with pytest.raises(RuntimeError, match="faster than 10"):
+        tr.wait()
+
+
 def _random_actor_policy(obs_size, act_size, seed=0):
     actor = Actor(act_size, (16,))
     params = actor.init(jax.random.PRNGKey(seed), np.zeros((1, obs_size), np.float32))

@@ -13,10 +13,11 @@ import numpy as np
 
 from bcg.envs.hopper_jump import HopperJump
 from bcg.transfer import native
-from bcg.transfer.policy import load_policy, policy_from_learner
+from bcg.transfer.policy import LoadedPolicy, load_policy, policy_from_learner
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hoppers import ClockedHopper, CommandSeeingHopper  # noqa: E402
+from pdbot import PDBOT_XML, pdbot_env  # noqa: E402
 
 
 def test_native_bridge_observes_like_mjx(hopper_run):
@@ -236,6 +237,51 @@ def test_a_native_blow_up_counts_as_diverged_and_fallen(hopper_run):
     assert runs[0]["diverged"] and runs[0]["fell"] and runs[0]["steps"] == 4
     assert math.isnan(runs[0]["clearance_cm"]) and math.isnan(runs[0]["airborne_s"])
     assert not runs[1]["diverged"] and runs[1]["steps"] > 4
+
+
+def test_root_speed_bound_flags_unflagged_blow_ups():
+    """A free root faster than the bound is a blow-up even when MuJoCo's own checks pass;
+    without a root dof or a bound only MuJoCo's checks count."""
+    from bcg.transfer.measures import native_unstable
+
+    m = mujoco.MjModel.from_xml_string(PDBOT_XML)
+    d = mujoco.MjData(m)
+    d.qvel[0:3] = [6.0, 0.0, 7.0]  # 9.2 m/s
+    assert not native_unstable(d, 0, 10.0)
+    d.qvel[2] = 9.0  # 10.8 m/s
+    assert native_unstable(d, 0, 10.0)
+    assert not native_unstable(d, 0, None) and not native_unstable(d)
+    d.qvel[:] = 0.0
+    d.qvel[3:6] = 50.0  # a fast spin is not a root speed
+    assert not native_unstable(d, 0, 10.0)
+
+
+def test_a_root_flung_faster_than_the_bound_stops_the_run():
+    """``run_native`` stops a run whose free root exceeds ``cfg.max_root_speed`` as diverged
+    and fallen with NaN flight measures; ``max_root_speed=None`` lets the same run go on."""
+    from bcg.transfer.runs import run_native
+
+    env = pdbot_env()
+    m, _ = native.native_model(env, None)
+    zero = jax.jit(lambda obs: jnp.zeros((obs.shape[0], env.action_size)))
+    pol = LoadedPolicy(zero, env, {}, Path("."), None, None, "none")
+
+    def fling(i, t, mi, d):
+        if i == 0 and t == 2:
+            d.qvel[2] = 30.0  # upwards: nothing stops it within a control step
+
+    for bound, stopped in ((10.0, True), (None, False)):
+        cfg = native.TransferConfig(
+            runs=2, seconds=0.2, training_sim=False, randomize=False, max_root_speed=bound
+        )
+        runs, _, _ = run_native(pol, cfg, m, on_step=fling)
+        assert runs[0]["diverged"] is stopped
+        if stopped:
+            assert runs[0]["fell"] and runs[0]["steps"] == 4
+            assert math.isnan(runs[0]["clearance_cm"])
+        else:
+            assert runs[0]["steps"] == 10 and runs[0]["clearance_cm"] > 5.0
+        assert not runs[1]["diverged"] and runs[1]["steps"] == 10
 
 
 def test_on_step_sees_every_control_step(hopper_run):

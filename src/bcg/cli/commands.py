@@ -186,6 +186,8 @@ def cmd_transfer(args) -> int:
         raise ValueError(f"--runs must be >= 1, got {args.runs}")
     if args.seconds is not None and args.seconds <= 0:
         raise ValueError(f"--seconds must be > 0, got {args.seconds}")
+    if args.max_root_speed < 0:
+        raise ValueError(f"--max-root-speed must be >= 0 (0: off), got {args.max_root_speed}")
     _run_precision(args.path)
     from bcg.transfer.config import TransferConfig
     from bcg.transfer.policy import load_policy
@@ -201,6 +203,7 @@ def cmd_transfer(args) -> int:
         render=args.render,
         video_path=str(args.video or out.with_suffix(".mp4")),
         training_sim=not args.no_training_sim,
+        max_root_speed=args.max_root_speed or None,
     )
     rep = transfer(pol, cfg)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,7 @@ import argparse
 
 from bcg.cli import commands
 from bcg.cli.jax_setup import PLATFORMS
+from bcg.transfer.config import MAX_ROOT_SPEED
 
 DESCRIPTION = """\
 Command line: ``bcg grad`` (gradient report), ``bcg tasks``, ``bcg train``, ``bcg eval``,
@@ -173,6 +174,13 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("--video", help="video path (default: next to the JSON, .mp4)")
     tf.add_argument("--no-training-sim", action="store_true", help="skip the MJX comparison")
     tf.add_argument("--seed", type=int, default=0)
+    tf.add_argument(
+        "--max-root-speed",
+        type=float,
+        default=MAX_ROOT_SPEED,
+        help="m/s: a run whose free root moves faster has blown up and counts as diverged "
+        f"(default {MAX_ROOT_SPEED:g}; 0: only MuJoCo's own checks)",
+    )
     tf.add_argument("--out", help="JSON path (default RUN_DIR/transfer.json)")
     tf.add_argument("--json", action="store_true", help="print the report as JSON")
     tf.set_defaults(func=commands.cmd_transfer)

@@ -7,6 +7,7 @@ import dataclasses
 
 MUJOCO_DEFAULT_ITERATIONS = 100
 MUJOCO_DEFAULT_LS_ITERATIONS = 50
+MAX_ROOT_SPEED = 10.0  # m/s: a free root faster than this (a 5 m free fall) has blown up
 
 
 @dataclasses.dataclass
@@ -23,4 +24,6 @@ class TransferConfig:
     video_path: str | None = None  # .mp4 (or a folder of PNG frames as fallback)
     render_size: tuple[int, int] = (360, 480)  # (height, width)
     training_sim: bool = True  # also run the MJX training simulator for the comparison
+    # a free root faster than this (m/s) stops a run as diverged (None: only MuJoCo's checks)
+    max_root_speed: float | None = MAX_ROOT_SPEED
     randomization: str | None = None  # G1: items of its table (Randomization.parse), "all"

@@ -49,6 +49,7 @@ import mujoco
 import numpy as np
 
 from bcg.transfer import measures
+from bcg.transfer.config import MAX_ROOT_SPEED
 from bcg.transfer.lowlevel import (
     IMUState,
     LowCmd,
@@ -116,8 +117,11 @@ class MujocoTransport:
         substeps: int,
         data: mujoco.MjData | None = None,
         imu_body: str | int | None = None,
+        max_root_speed: float | None = MAX_ROOT_SPEED,
     ):
         import copy
+
+        from bcg.transfer.model import free_root
 
         self.m = copy.copy(m)
         self.m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_ACTUATION)
@@ -141,6 +145,9 @@ class MujocoTransport:
         self.cmd = LowCmd()
         self.tau = np.zeros(motor_map.num_motors)
         self.tick = 0
+        root = free_root(m)
+        self._root_dof = None if root is None else root[1]
+        self.max_root_speed = max_root_speed
 
     def _accelerometer(self, m):
         for s in range(m.nsensor):
@@ -163,10 +170,11 @@ class MujocoTransport:
             self.tau = tau
             mujoco.mj_step(self.m, self.d)
             self.tick += 1
-            if measures.native_unstable(self.d):
+            if measures.native_unstable(self.d, self._root_dof, self.max_root_speed):
                 raise RuntimeError(
                     f"the simulated robot blew up at physics step {self.tick} (MuJoCo warned of "
-                    "a bad qacc / qpos / qvel and reset its state); the run cannot go on"
+                    "a bad qacc / qpos / qvel and reset its state, or the root moved faster "
+                    f"than {self.max_root_speed} m/s); the run cannot go on"
                 )
 
     def imu(self) -> IMUState:

@@ -24,6 +24,7 @@ import numpy as np
 
 from bcg.envs.base import ContactEnv
 from bcg.sim import mjx_compat
+from bcg.transfer.config import MAX_ROOT_SPEED
 from bcg.sim.step import make_data
 
 with warnings.catch_warnings():
@@ -132,10 +133,20 @@ _UNSTABLE = (
 )
 
 
-def native_unstable(d: mujoco.MjData) -> bool:
-    """True when native MuJoCo's state blew up: a non-finite qpos / qvel, or one of MuJoCo's
+def native_unstable(
+    d: mujoco.MjData, root_dof: int | None = None, max_root_speed: float | None = MAX_ROOT_SPEED
+) -> bool:
+    """True when native MuJoCo's state blew up: a non-finite qpos / qvel, one of MuJoCo's
     instability warnings (bad qacc / qpos / qvel), after which ``mj_step`` has already *reset*
-    the data to the model's initial state (and a run would otherwise go on from there)."""
+    the data to the model's initial state (and a run would otherwise go on from there), or,
+    with ``root_dof`` (the free joint's first dof address), a root linear speed above
+    ``max_root_speed`` (m/s; None: no bound). The last catches blow-ups MuJoCo does not flag:
+    a stiff contact that ejects the robot at tens to thousands of m/s while every value stays
+    below MuJoCo's 1e10 bound."""
     if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
         return True
-    return any(d.warning[int(w)].number > 0 for w in _UNSTABLE)
+    if any(d.warning[int(w)].number > 0 for w in _UNSTABLE):
+        return True
+    if root_dof is None or max_root_speed is None:
+        return False
+    return float(np.linalg.norm(d.qvel[root_dof : root_dof + 3])) > max_root_speed

@@ -45,7 +45,11 @@ the same initial states, nominal model, no latency or pushes):
   forward kinematics of the current state;
 * flight: the highest foot clearance (cm; the smallest foot-ground distance of a control step)
   and the longest stretch with every foot off the ground (s);
-* return: sum of ``env.reward`` until the fall (the reward of the falling step included).
+* return: sum of ``env.reward`` until the fall (the reward of the falling step included);
+* diverged: native MuJoCo blew up (:func:`bcg.transfer.measures.native_unstable`: a
+  non-finite state, MuJoCo's bad qacc / qpos / qvel warning, after which it resets the data,
+  or a free root faster than ``cfg.max_root_speed``, 10 m/s by default); the run stops there,
+  counts as fallen and has no flight measures.
 """
 
 from __future__ import annotations

@@ -63,6 +63,7 @@ def run_native(
     T = episode_steps(env, cfg)
     n_sub = int(env.sim.substeps)
     root = free_root(m)
+    root_dof = None if root is None else root[1]
     pol = jax.jit(policy.fn)
     rand = randomizer or Randomizer(env, cfg, m)
     notes, runs, frames = list(rand.notes), [], None
@@ -101,7 +102,7 @@ def run_native(
                 n_push += 1
             for _ in range(n_sub):
                 mujoco.mj_step(mi, d)
-            if measures.native_unstable(d):
+            if measures.native_unstable(d, root_dof, cfg.max_root_speed):
                 diverged, fell_at = True, t
                 break
             # the state's ctrl is the last command *sent* (MJX training's hold keeps it there,
