@@ -24,8 +24,8 @@ import numpy as np
 
 from bcg.envs.base import ContactEnv
 from bcg.sim import mjx_compat
-from bcg.transfer.config import MAX_ROOT_SPEED
 from bcg.sim.step import make_data
+from bcg.transfer.config import MAX_ROOT_SPEED
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
