@@ -42,6 +42,15 @@ def test_mjx_gradient_matches_native_fd_in_flight(flight):
     assert int(bundled) == 0
 
 
+def test_native_objective_refuses_a_reset_rollout(flight):
+    """MuJoCo resets a blown-up simulation and only warns: the closed-loop objective must
+    raise instead of averaging heights from the reset state."""
+    v = flight.qvel0.copy()
+    v[1] = 1e11  # beyond mjMAXVAL: the first mj_step resets the data
+    with pytest.raises(RuntimeError, match="initial state 1 diverged"):
+        native_objective(flight, THETA, flight.qpos0, v)
+
+
 def test_report_fields_and_bad_inputs(flight):
     seen = []
     rep = report(

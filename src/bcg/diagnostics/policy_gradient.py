@@ -34,6 +34,7 @@ from bcg import estimators as E
 from bcg.diagnostics import chunking
 from bcg.diagnostics.objective import default_objective
 from bcg.sim.model import Sim
+from bcg.sim.native_health import mujoco_blew_up
 from bcg.sim.step import make_data
 
 
@@ -142,7 +143,8 @@ def gradients(problem: PolicyProblem, est, key, *, chunk_size: int | None = None
 
 
 def native_objective(problem: PolicyProblem, theta, qpos0, qvel0) -> np.ndarray:
-    """J_b(theta) of every initial state, native MuJoCo closed loop (numpy policy)."""
+    """J_b(theta) of every initial state, native MuJoCo closed loop (numpy policy). Raises
+    RuntimeError when MuJoCo reset a diverging rollout (:mod:`bcg.sim.native_health`)."""
     m = problem.sim.mj_model
     d = mujoco.MjData(m)
     c = problem.height_qpos
@@ -156,6 +158,11 @@ def native_objective(problem: PolicyProblem, theta, qpos0, qvel0) -> np.ndarray:
             for _ in range(problem.sim.substeps):
                 mujoco.mj_step(m, d)
             acc += float(c @ d.qpos)
+        if mujoco_blew_up(d):
+            raise RuntimeError(
+                f"the native rollout from initial state {i} diverged (MuJoCo reset the "
+                "simulation mid-rollout); the reference objective is undefined there"
+            )
         out[i] = acc / problem.horizon
     return out
 

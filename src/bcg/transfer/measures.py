@@ -24,6 +24,7 @@ import numpy as np
 
 from bcg.envs.base import ContactEnv
 from bcg.sim import mjx_compat
+from bcg.sim.native_health import mujoco_blew_up
 from bcg.sim.step import make_data
 from bcg.transfer.config import MAX_ROOT_SPEED
 
@@ -126,13 +127,6 @@ def foot_clearance_mjx(dx, slots: np.ndarray):
     return jnp.min(mjx_compat.contacts(dx).dist[slots])
 
 
-_UNSTABLE = (
-    mujoco.mjtWarning.mjWARN_BADQACC,
-    mujoco.mjtWarning.mjWARN_BADQPOS,
-    mujoco.mjtWarning.mjWARN_BADQVEL,
-)
-
-
 def native_unstable(
     d: mujoco.MjData, root_dof: int | None = None, max_root_speed: float | None = MAX_ROOT_SPEED
 ) -> bool:
@@ -143,9 +137,7 @@ def native_unstable(
     ``max_root_speed`` (m/s; None: no bound). The last catches blow-ups MuJoCo does not flag:
     a stiff contact that ejects the robot at tens to thousands of m/s while every value stays
     below MuJoCo's 1e10 bound."""
-    if not (np.all(np.isfinite(d.qpos)) and np.all(np.isfinite(d.qvel))):
-        return True
-    if any(d.warning[int(w)].number > 0 for w in _UNSTABLE):
+    if mujoco_blew_up(d):
         return True
     if root_dof is None or max_root_speed is None:
         return False
