@@ -99,6 +99,35 @@ def test_simulated_robot_flung_root_is_an_error():
         tr.wait()
 
 
+def test_runner_sends_the_gain_schedule():
+    """With ``sim.servo_scale_at``, every LowCmd carries the scheduled kp / kd of its control
+    step (the G1's LowCmd holds the gains per message)."""
+    import dataclasses
+
+    env = pdbot_env()
+
+    def at(time):  # the first actuator (lhip) x2 from control step 2 on
+        f = np.ones(4)
+        f[0] = 2.0 if round(time / 0.02) >= 2 else 1.0
+        return f, np.sqrt(f)
+
+    env = dataclasses.replace(env, sim=dataclasses.replace(env.sim, servo_scale_at=at))
+    m, _ = native.native_model(env, None)
+    policy = _random_actor_policy(env.observation_size, env.action_size)
+    mm = lowlevel.MotorMap.from_model(env.sim.mj_model, env.motor_joint_names)
+    slot = int(mm.slot[0])
+    d = native.data_from_mjx(m, env.initial_data(jax.random.PRNGKey(0)))
+    tr = deploy.MujocoTransport(m, mm, substeps=env.sim.substeps, data=d)
+    runner = deploy.make_runner(env, policy, tr, motor_joints=env.motor_joint_names, m=m)
+    kp, kv = float(m.actuator_gainprm[0, 0]), float(-m.actuator_biasprm[0, 2])
+    for t in range(4):
+        runner.run(1, log=False)
+        f = 2.0 if t >= 2 else 1.0
+        assert tr.cmd.motor_cmd[slot].kp == pytest.approx(f * kp)
+        assert tr.cmd.motor_cmd[slot].kd == pytest.approx(np.sqrt(f) * kv)
+        assert tr.cmd.motor_cmd[int(mm.slot[1])].kp == pytest.approx(m.actuator_gainprm[1, 0] * 4)
+
+
 def _random_actor_policy(obs_size, act_size, seed=0):
     actor = Actor(act_size, (16,))
     params = actor.init(jax.random.PRNGKey(seed), np.zeros((1, obs_size), np.float32))

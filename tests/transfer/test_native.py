@@ -284,6 +284,40 @@ def test_a_root_flung_faster_than_the_bound_stops_the_run():
         assert not runs[1]["diverged"] and runs[1]["steps"] == 10
 
 
+def _double_first_servo(dt, window=(2, 5)):
+    """A gain schedule: actuator 0 twice as stiff (kd x sqrt 2) in control steps [a, b)."""
+
+    def at(time):
+        k = round(time / dt)
+        f = np.ones(4)
+        f[0] = 2.0 if window[0] <= k < window[1] else 1.0
+        return f, np.sqrt(f)
+
+    return at
+
+
+def test_native_runs_follow_the_gain_schedule():
+    """``run_native`` steps every control step with the gains ``sim.servo_scale_at`` gives for
+    its start time, on top of the run's own (randomised) gains, without compounding them."""
+    from bcg.transfer.runs import run_native
+
+    env = pdbot_env()
+    env = dataclasses.replace(
+        env, sim=dataclasses.replace(env.sim, servo_scale_at=_double_first_servo(0.02))
+    )
+    m, _ = native.native_model(env, None)
+    zero = jax.jit(lambda obs: jnp.zeros((obs.shape[0], env.action_size)))
+    pol = LoadedPolicy(zero, env, {}, Path("."), None, None, "none")
+    seen = []
+    cfg = native.TransferConfig(runs=1, seconds=0.16, training_sim=False, randomize=False)
+    run_native(pol, cfg, m, on_step=lambda i, t, mi, d: seen.append(mi.actuator_gainprm.copy()))
+    kp = m.actuator_gainprm[:, 0]
+    assert len(seen) == 8
+    for t, g in enumerate(seen):
+        want = kp * np.where(np.arange(4) == 0, 2.0 if 2 <= t < 5 else 1.0, 1.0)
+        np.testing.assert_allclose(g[:, 0], want, err_msg=f"control step {t}")
+
+
 def test_on_step_sees_every_control_step(hopper_run):
     """``run_native(on_step=...)`` is called once per control step of every run, with the run
     index, the step and the state after that step's physics."""

@@ -33,10 +33,12 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import jax
 import mujoco
 import numpy as np
 
 from bcg.sim.contact import ContactStiffness, resolve_stiffness
+from bcg.sim.servo_schedule import scaled_servo_params
 from bcg.sim.solver import MAX_SCAN_ITERATIONS
 
 with warnings.catch_warnings():
@@ -69,6 +71,10 @@ class Sim:
       push_at: optional ``push_at(data) -> (nv,)``: a velocity change added to ``qvel`` before
         the control step's physics (a push; per environment and step when read from the
         state, so every BCG branch of a state gets the same push).
+      servo_scale_at: optional ``servo_scale_at(time) -> (kp factor (nu,), kd factor (nu,))``:
+        a gain schedule of the position servos for the control step that starts at ``time``
+        (:mod:`bcg.sim.servo_schedule`), applied on top of ``model_at``'s model; native runs
+        and the deploy runner apply it too.
     """
 
     mj_model: mujoco.MjModel
@@ -79,10 +85,17 @@ class Sim:
     model_at: Callable | None = None
     hold_at: Callable | None = None
     push_at: Callable | None = None
+    servo_scale_at: Callable | None = None
 
     def model_for(self, data) -> mjx.Model:
-        """The MJX model that steps ``data``: ``model_at(mjx_model, data)``, or ``mjx_model``."""
-        return self.mjx_model if self.model_at is None else self.model_at(self.mjx_model, data)
+        """The MJX model that steps ``data``: ``model_at(mjx_model, data)``, or ``mjx_model``,
+        with the servo gains of ``servo_scale_at(data.time)`` when a schedule is set."""
+        m = self.mjx_model if self.model_at is None else self.model_at(self.mjx_model, data)
+        if self.servo_scale_at is None:
+            return m
+        f_kp, f_kd = self.servo_scale_at(jax.lax.stop_gradient(data.time))
+        gain, bias = scaled_servo_params(m.actuator_gainprm, m.actuator_biasprm, f_kp, f_kd)
+        return m.replace(actuator_gainprm=gain, actuator_biasprm=bias)
 
     @property
     def physics_dt(self) -> float:

@@ -348,6 +348,7 @@ class DeployRunner:
     transport: Transport
     t0: float = 0.0  # the time (s) of the next control period
     last_ctrl: np.ndarray | None = None  # the last command sent (the state's ctrl)
+    servo_scale_at: Callable | None = None  # time -> (kp, kd factors): a gain schedule
 
     def run(self, steps: int, log: bool = True) -> dict:
         out = {"obs": [], "action": [], "q": [], "dq": [], "time": []}
@@ -364,7 +365,8 @@ class DeployRunner:
             obs = np.asarray(self.observation.bridge.observe(d), np.float32)
             action = np.asarray(self.policy(obs)).reshape(-1)
             self.last_ctrl = np.asarray(self.ctrl_fn(action, d))
-            self.transport.write(self.motor_map.command(self.last_ctrl))
+            gains = None if self.servo_scale_at is None else self.servo_scale_at(t)
+            self.transport.write(self.motor_map.command(self.last_ctrl, gains=gains))
             self.transport.wait()
             if log:
                 n = self.motor_map.num_motors
@@ -404,6 +406,7 @@ def make_runner(env, policy: Callable, transport: Transport, motor_joints=None, 
         motor_map=mm,
         ctrl_fn=lambda a, d: obs.bridge.ctrl(np.asarray(a, np.float32), d),
         transport=transport,
+        servo_scale_at=env.sim.servo_scale_at,
     )
 
 

@@ -242,11 +242,14 @@ class MotorMap:
     def num_motors(self) -> int:
         return len(self.motor_joints)
 
-    def command(self, ctrl, cmd: LowCmd | None = None) -> LowCmd:
+    def command(self, ctrl, cmd: LowCmd | None = None, gains=None) -> LowCmd:
         """The :class:`LowCmd` producing the joint torques MuJoCo's actuators would for ``ctrl``
-        (clipped to the control range like MuJoCo)."""
+        (clipped to the control range like MuJoCo). ``gains``: optional per-actuator factors
+        ``(kp factor, kd factor)`` on the position servos' gains (a gain schedule,
+        :mod:`bcg.sim.servo_schedule`)."""
         cmd = cmd or LowCmd()
         ctrl = np.asarray(ctrl, np.float64).reshape(-1)
+        f_kp, f_kd = (np.ones(len(self.actuators)),) * 2 if gains is None else gains
         for i, a in enumerate(self.actuators):
             u = float(ctrl[i])
             if a["ctrlrange"] is not None:
@@ -256,7 +259,7 @@ class MotorMap:
             c.mode = 1
             if a["kind"] == "position":
                 c.q, c.dq, c.tau = u / g, 0.0, 0.0
-                c.kp, c.kd = a["kp"] * g * g, a["kv"] * g * g
+                c.kp, c.kd = a["kp"] * g * g * f_kp[i], a["kv"] * g * g * f_kd[i]
             else:
                 c.q, c.dq, c.kp, c.kd = 0.0, 0.0, 0.0, 0.0
                 c.tau = g * a["gain"] * u

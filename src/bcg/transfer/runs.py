@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from bcg.sim import servo_schedule
 from bcg.transfer import measures
 from bcg.transfer.bridge import NativeBridge, data_from_mjx, warm_cached_properties
 from bcg.transfer.config import TransferConfig
@@ -64,6 +65,7 @@ def run_native(
     n_sub = int(env.sim.substeps)
     root = free_root(m)
     root_dof = None if root is None else root[1]
+    schedule = env.sim.servo_scale_at
     pol = jax.jit(policy.fn)
     rand = randomizer or Randomizer(env, cfg, m)
     notes, runs, frames = list(rand.notes), [], None
@@ -71,6 +73,7 @@ def run_native(
     for i in range(cfg.runs):
         rng = np.random.default_rng([cfg.seed, i])
         mi = rand.model(m, rng)
+        servos = (mi.actuator_gainprm.copy(), mi.actuator_biasprm.copy())
         latency, pushes = rand.episode(rng, T, env.sim.control_dt)
         dx0 = rand.init_env.initial_data(run_key(cfg.seed, i))
         d = data_from_mjx(mi, dx0)
@@ -100,6 +103,8 @@ def run_native(
                 d.qvel[root[1] : root[1] + 3] += lin  # world linear velocity
                 d.qvel[root[1] + 3 : root[1] + 6] += ang  # body-frame angular velocity
                 n_push += 1
+            if schedule is not None:  # the gain schedule of the step starting at d.time
+                servo_schedule.apply_native(mi, servos, *schedule(float(d.time)))
             for _ in range(n_sub):
                 mujoco.mj_step(mi, d)
             if measures.native_unstable(d, root_dof, cfg.max_root_speed):

@@ -97,6 +97,35 @@ def test_leg_kp_scale_stiffens_only_the_leg_servos(m):
         gm.mj_model(leg_kp_scale=-1.0)
 
 
+def test_leg_kp_window_stiffens_the_legs_only_inside_it(m):
+    """``leg_kp_window=(a, b)``: MJX steps control steps [a, b) with the ``leg_kp_scale``
+    model's gains and the others with the ``kp_scale`` model's; native runs get the same
+    factors from ``sim.servo_scale_at``."""
+    import jax
+    import jax.numpy as jnp
+
+    from bcg.sim.step import make_data
+
+    cfg = gm.G1Config(leg_kp_scale=2.0, leg_kp_window=[55, 85])  # a JSON list from --param
+    assert cfg.leg_kp_window == (55, 85)
+    sim = gm.load_g1("stiff", config=cfg)
+    stiff = gm.load_g1("stiff", config=gm.G1Config(leg_kp_scale=2.0)).mj_model
+    np.testing.assert_allclose(sim.mj_model.actuator_gainprm, m.actuator_gainprm)
+    model_for = jax.jit(sim.model_for)
+    for frame, want in ((54, m), (55, stiff), (84, stiff), (85, m)):
+        t = frame * sim.control_dt
+        mx = model_for(make_data(sim).replace(time=jnp.asarray(t)))
+        np.testing.assert_allclose(mx.actuator_gainprm, want.actuator_gainprm, rtol=1e-12)
+        np.testing.assert_allclose(mx.actuator_biasprm, want.actuator_biasprm, rtol=1e-12)
+        f_kp, f_kd = sim.servo_scale_at(t)  # the native side: numpy factors
+        np.testing.assert_allclose(f_kp * m.actuator_gainprm[:, 0], want.actuator_gainprm[:, 0])
+        np.testing.assert_allclose(f_kd * m.actuator_biasprm[:, 2], want.actuator_biasprm[:, 2])
+    with pytest.raises(ValueError, match="needs leg_kp_scale"):
+        gm.G1Config(leg_kp_window=(55, 85))
+    with pytest.raises(ValueError, match="0 <= a < b"):
+        gm.G1Config(leg_kp_scale=2.0, leg_kp_window=(85, 55))
+
+
 def test_action_memory_act_follows_ctrl_within_a_physics_step(m):
     d = mujoco.MjData(m)
     mujoco.mj_resetDataKeyframe(m, d, 0)

@@ -27,7 +27,10 @@ kp 28.5 kd 1.81, wrist pitch / yaw (4010) kp 16.8 kd 1.07. ``G1Config.kp_scale``
 every kp (and kd by its square root: the same damping ratio at a higher natural frequency);
 Unitree's G1 example (``unitree_rl_gym``, ``deploy/deploy_mujoco/configs/g1.yaml``) servos hips
 / knees / ankles at kp 100 / 150 / 40, i.e. 1.0-2.5x these gains on the legs, more on the waist
-and arms.
+and arms. ``G1Config.leg_kp_window = (a, b)`` gives the legs ``leg_kp_scale`` only in the
+control steps ``[a, b)`` of the clip and ``kp_scale`` elsewhere (a gain schedule,
+:func:`leg_servo_schedule`, :mod:`bcg.sim.servo_schedule`): the G1's ``LowCmd`` carries kp and
+kd per motor in every message, so the robot can follow it.
 
 Optionally (``action_memory``, default on) each servo's target passes through a first-order
 ``filterexact`` activation with a 1 ms time constant and ``actearly``: the applied target is
@@ -66,6 +69,7 @@ import math
 import os
 from pathlib import Path
 
+import jax
 import mujoco
 import numpy as np
 
@@ -519,6 +523,36 @@ class G1Config:
     visuals: bool = True
     kp_scale: float = 1.0  # servo stiffness x this, damping x its square root (pd_gains)
     leg_kp_scale: float | None = None  # the same for the 12 leg joints (None: kp_scale)
+    # clip frames [a, b) (control steps from time 0) in which the legs have leg_kp_scale; the
+    # others have kp_scale (a gain schedule, leg_servo_schedule); None: leg_kp_scale throughout
+    leg_kp_window: tuple[int, int] | None = None
+
+    def __post_init__(self):
+        if self.leg_kp_window is not None:
+            w = tuple(int(x) for x in self.leg_kp_window)
+            object.__setattr__(self, "leg_kp_window", w)  # a JSON list from --param
+            if len(w) != 2 or not 0 <= w[0] < w[1]:
+                raise ValueError(f"leg_kp_window must be frames [a, b) with 0 <= a < b, got {w}")
+            if self.leg_kp_scale is None:
+                raise ValueError("leg_kp_window needs leg_kp_scale (the legs' gain inside it)")
+
+
+def leg_servo_schedule(m: mujoco.MjModel, window: tuple[int, int], ratio: float, control_dt):
+    """A :attr:`bcg.sim.Sim.servo_scale_at`: inside control steps ``[a, b)`` (``k =
+    round(time / control_dt)``) the 12 leg servos' kp x ``ratio`` and kd x sqrt(ratio) (the
+    :func:`pd_gains` of a ``ratio`` times stiffer servo at the same damping ratio), elsewhere
+    the model's own gains. Works on numpy and JAX times."""
+    legs = np.array([is_leg_joint(m.joint(int(j)).name) for j in m.actuator_trnid[:, 0]])
+    a, b = window
+
+    def servo_scale_at(time):
+        xp = jax.numpy if isinstance(time, jax.Array) else np
+        k = xp.round(xp.asarray(time) / control_dt)
+        on = (k >= a) & (k < b)
+        f = xp.where(on & xp.asarray(legs), ratio, 1.0)
+        return f, xp.sqrt(f)
+
+    return servo_scale_at
 
 
 def load_g1(
@@ -552,7 +586,8 @@ def load_g1(
         action_memory=c.action_memory,
         visuals=c.visuals,
         kp_scale=c.kp_scale,
-        leg_kp_scale=c.leg_kp_scale,
+        # with a window the legs are built at kp_scale and stiffened inside it per step
+        leg_kp_scale=c.leg_kp_scale if c.leg_kp_window is None else None,
     )
     m = mj_model(c.mjcf, **opts)
     if per_env:
@@ -573,4 +608,8 @@ def load_g1(
         if randomization.push is not None:
             push = g1r.userdata_push(randomization, sim.mj_model, sim.control_dt)
             sim = dataclasses.replace(sim, push_at=push)
+    if c.leg_kp_window is not None:
+        ratio = c.leg_kp_scale / c.kp_scale
+        at = leg_servo_schedule(sim.mj_model, c.leg_kp_window, ratio, sim.control_dt)
+        sim = dataclasses.replace(sim, servo_scale_at=at)
     return sim
