@@ -308,14 +308,19 @@ def test_native_runs_follow_the_gain_schedule():
     m, _ = native.native_model(env, None)
     zero = jax.jit(lambda obs: jnp.zeros((obs.shape[0], env.action_size)))
     pol = LoadedPolicy(zero, env, {}, Path("."), None, None, "none")
+    kp = m.actuator_gainprm[:, 0].copy()
+    # without randomisation every run steps the nominal model itself; run 0 ends inside the
+    # window, so its scaled gains must not become run 1's own
     seen = []
-    cfg = native.TransferConfig(runs=1, seconds=0.16, training_sim=False, randomize=False)
-    run_native(pol, cfg, m, on_step=lambda i, t, mi, d: seen.append(mi.actuator_gainprm.copy()))
-    kp = m.actuator_gainprm[:, 0]
+    cfg = native.TransferConfig(runs=2, seconds=0.08, training_sim=False, randomize=False)
+    run_native(
+        pol, cfg, m, on_step=lambda i, t, mi, d: seen.append((i, t, mi.actuator_gainprm.copy()))
+    )
     assert len(seen) == 8
-    for t, g in enumerate(seen):
+    for i, t, g in seen:
         want = kp * np.where(np.arange(4) == 0, 2.0 if 2 <= t < 5 else 1.0, 1.0)
-        np.testing.assert_allclose(g[:, 0], want, err_msg=f"control step {t}")
+        np.testing.assert_allclose(g[:, 0], want, err_msg=f"run {i}, control step {t}")
+    np.testing.assert_allclose(m.actuator_gainprm[:, 0], kp)
 
 
 def test_on_step_sees_every_control_step(hopper_run):

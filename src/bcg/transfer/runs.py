@@ -130,6 +130,8 @@ def run_native(
                 fell_at = t
                 break
             prev, obs = cur, np.asarray(bridge._observe(cur))
+        if schedule is not None:  # mi may be the shared nominal model: give its gains back
+            mi.actuator_gainprm[:], mi.actuator_biasprm[:] = servos
         runs.append(
             {
                 "run": i,
