@@ -240,6 +240,32 @@ def test_termination_by_root_height(env):
     assert bool(env.terminated(lower))
 
 
+def test_feet_error_limit_terminates_a_robot_that_keeps_its_feet_down(env):
+    """``feet_error_limit``: at the flight's peak the reference state goes on, the same pose
+    with the lowest foot on the floor ends the episode (|h - h*| = h* > limit), one with the
+    feet 2 cm low does not; in a stance frame a foot lifted beyond the limit ends it too. A
+    fall in transfer (``fell``) stays the root height."""
+    import dataclasses
+
+    strict = dataclasses.replace(env, feet_error_limit=0.08)
+    k = int(np.argmax(env.reference.foot_height))
+    h = float(env.reference.foot_height[k])
+    assert h > 0.1
+    _, dx = _data(env, k)
+    assert not bool(strict.terminated(dx)) and not bool(env.terminated(dx))
+    _, down = _data(env, k, z_shift=-h)
+    assert bool(strict.terminated(down)) and not bool(strict.fell(down))
+    assert not bool(env.terminated(down))
+    _, near = _data(env, k, z_shift=-0.02)
+    assert not bool(strict.terminated(near))
+    _, up = _data(env, 0, z_shift=0.09)
+    assert bool(strict.terminated(up)) and not bool(strict.fell(up))
+    _, fallen = _data(env, 0, z_shift=-0.5)
+    assert bool(strict.fell(fallen)) and bool(strict.terminated(fallen))
+    with pytest.raises(ValueError, match="feet_error_limit must be > 0"):
+        dataclasses.replace(env, feet_error_limit=0.0)
+
+
 def test_reference_state_initialisation(env):
     dt = env.sim.control_dt
     frames = set()

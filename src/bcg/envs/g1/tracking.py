@@ -90,7 +90,11 @@ lift a foot. ``w_tuck`` (0 by default, ours): in the airborne frames, how close 
 distance from the lowest foot up to the root, ``z - h``, is to the reference's (linear in the
 error up to 0.2 m): the legs' retraction that turns a push-off into a flight. It is a function
 of the joints alone, so its gradient reaches the knees whether or not a foot is still down.
-Terminated when the root is below 0.3 m (the paper).
+Terminated when the root is below 0.3 m (the paper); with ``feet_error_limit`` (ours, None by
+default) also when the lowest foot's height is that far from the reference's, ``|h - h*| >
+limit`` (m): an early termination on tracking, as in DeepMimic / BeyondMimic, aimed at the
+flight phase, where a robot that keeps its feet down would otherwise lose only a little reward
+and fall less. A fall in transfer evaluations (:meth:`G1Tracking.fell`) stays the root height.
 
 Reward ``reward="add"`` (the paper's; :mod:`bcg.envs.g1.add`): ``r = w_add r_ADD(D_phi(delta))
 - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2`` with delta the scaled difference of
@@ -203,6 +207,7 @@ class G1Tracking(ContactEnv):
     start_focus: tuple[int, int] | None = None  # start="random": frames [a, b) drawn more often
     start_focus_prob: float = 0.5  # share of resets drawn from start_focus
     observe_command: bool = False  # observe the last sent command (module docstring)
+    feet_error_limit: float | None = None  # m: terminate when |h - h*| exceeds it (docstring)
     w_add: float = 1.0
     discriminator: g1add.Discriminator = dataclasses.field(default_factory=g1add.Discriminator)
 
@@ -231,6 +236,8 @@ class G1Tracking(ContactEnv):
             raise ValueError(f"start_focus_prob must be in [0, 1], got {self.start_focus_prob!r}")
         if not self.residual_scale > 0:
             raise ValueError(f"residual_scale must be > 0, got {self.residual_scale!r}")
+        if self.feet_error_limit is not None and not self.feet_error_limit > 0:
+            raise ValueError(f"feet_error_limit must be > 0, got {self.feet_error_limit!r}")
         if self.leg_residual_scale is not None and not self.leg_residual_scale > 0:
             raise ValueError(f"leg_residual_scale must be > 0, got {self.leg_residual_scale!r}")
         fps = 1.0 / self.sim.control_dt
@@ -602,6 +609,14 @@ class G1Tracking(ContactEnv):
         )
 
     def terminated(self, data):
+        down = self.fell(data)
+        if self.feet_error_limit is None:
+            return down
+        low = self._foot_low(self.kinematics(data))
+        href = jnp.asarray(self.reference.foot_height)[self.frame_of(data.time)]
+        return down | (jnp.abs(low - href) > self.feet_error_limit)
+
+    def fell(self, data):
         # the pelvis body origin is the free joint's position: qpos[2] is the root height
         return data.qpos[2] < self.min_height
 
