@@ -61,7 +61,7 @@ def test_g1_transfer_native_report():
     )
     rep = native.transfer(pol, native.TransferConfig(runs=2, seconds=0.6, training_sim=False))
     text = native.format_report(rep)
-    assert "randomisation: G1 table" in text and "fall: env.terminated()" in text
+    assert "randomisation: G1 table" in text and "fall: env.fell()" in text
     assert "foot geoms: env.foot_geom_ids (8)" in text
     for r in rep["native"]["runs"]:
         assert r["contact_steps"] > 0 and 0 < r["tracking_error_cm"] < 100
