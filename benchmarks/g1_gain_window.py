@@ -32,6 +32,7 @@ def main(argv=None):
     p.add_argument("--factor", type=float, default=2.0)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--zero", action="store_true", help="zero actions: replay the reference")
     p.add_argument("--json")
     a = p.parse_args(argv)
     lo, hi = (int(x) for x in a.window.split(","))
@@ -40,6 +41,8 @@ def main(argv=None):
     at = leg_servo_schedule(env.sim.mj_model, (lo, hi), a.factor, env.sim.control_dt)
     env = dataclasses.replace(env, sim=dataclasses.replace(env.sim, servo_scale_at=at))
     policy = dataclasses.replace(policy, env=env)
+    if a.zero:  # residual actions: a = 0 holds the current reference frame's joints
+        policy = dataclasses.replace(policy, fn=lambda obs: 0.0 * obs[:, : env.action_size])
     cfg = TransferConfig(runs=a.runs, seed=a.seed, training_sim=False)
     m, _ = native_model(env, policy.run.get("task"), cfg)
     runs, _, _ = run_native(policy, cfg, m)
