@@ -31,3 +31,8 @@ def test_cli_export_transfer_deploy(hopper_run, tmp_path, capsys, restore_jax):
     assert cli.main(["deploy", str(run_dir), "--interface", "lo", "--seconds", "0.1"]) == 2
     assert "unitree_sdk2py" in capsys.readouterr().err
     assert cli.main(["transfer", str(run_dir), "--runs", "0"]) == 2
+    capsys.readouterr()
+    assert cli.main(["transfer", str(run_dir), "--randomization", "all,-friction"]) == 2
+    assert "has no randomisation table of its own" in capsys.readouterr().err
+    assert cli.main(["transfer", str(run_dir), "--max-root-speed", "-1"]) == 2
+    assert "--max-root-speed must be >= 0" in capsys.readouterr().err

@@ -204,7 +204,13 @@ def cmd_transfer(args) -> int:
         video_path=str(args.video or out.with_suffix(".mp4")),
         training_sim=not args.no_training_sim,
         max_root_speed=args.max_root_speed or None,
+        randomization=args.randomization,
     )
+    if args.randomization is not None and pol.env.native_randomization("none") is None:
+        raise ValueError(
+            f"--randomization: {type(pol.env).__name__} has no randomisation table of its own "
+            "(only envs with native_randomization(), such as the G1 tasks, take items)"
+        )
     rep = transfer(pol, cfg)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rep, indent=2))

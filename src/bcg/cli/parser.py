@@ -170,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("--runs", type=int, default=5, help="runs (default 5)")
     tf.add_argument("--seconds", type=float, help="seconds per run (default: one episode)")
     tf.add_argument("--no-randomize", action="store_true", help="nominal model, no latency/pushes")
+    tf.add_argument(
+        "--randomization",
+        help="items of the env's own randomisation table (the G1's), e.g. 'all,-friction' or "
+        "'latency,push' (default: all)",
+    )
     tf.add_argument("--render", action="store_true", help="save an mp4 of run 0 (needs GL)")
     tf.add_argument("--video", help="video path (default: next to the JSON, .mp4)")
     tf.add_argument("--no-training-sim", action="store_true", help="skip the MJX comparison")
