@@ -29,3 +29,29 @@ def test_export_matches_jax_policy(hopper_run, tmp_path):
     assert meta["action_size"] == env.action_size
     assert [a["kind"] for a in meta["actuators"]] == ["motor", "motor"]
     assert meta["control_dt"] == env.sim.control_dt
+
+
+def test_gain_schedule_table_lists_the_factors_per_control_step():
+    """A model with a servo gain schedule exports its factors per control step from time 0
+    (for deploy code of one's own, which must send the scheduled kp / kd)."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pdbot import pdbot_env
+
+    from bcg.transfer.export import gain_schedule_table
+
+    env = pdbot_env()
+
+    def at(time):  # actuator 0 x3 (kd x sqrt 3) in control steps [2, 4)
+        f = np.ones(4)
+        f[0] = 3.0 if 2 <= round(time / env.sim.control_dt) < 4 else 1.0
+        return f, np.sqrt(f)
+
+    env = dataclasses.replace(env, sim=dataclasses.replace(env.sim, servo_scale_at=at))
+    table = gain_schedule_table(env)
+    assert len(table["kp_factor"]) == env.episode_length == 50
+    assert [row[0] for row in table["kp_factor"][:5]] == [1.0, 1.0, 3.0, 3.0, 1.0]
+    assert table["kd_factor"][2] == [round(3.0**0.5, 6), 1.0, 1.0, 1.0]

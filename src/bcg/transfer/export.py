@@ -8,7 +8,9 @@ The exported graph is the deterministic policy with the observation normalisatio
 Conversion by jax2onnx (``to_onnx``, symbolic batch dimension ``B``); the parameters are
 constants of the graph. A sidecar ``<out>.json`` records what a deploy runner needs to map the
 action to motor commands: task, sizes, control period, and the actuator table of the training
-model (name, joint, kind, ctrl range, gear / PD gains; see :mod:`bcg.transfer.lowlevel`).
+model (name, joint, kind, ctrl range, gear / PD gains; see :mod:`bcg.transfer.lowlevel`) and,
+for a model with a servo gain schedule (:attr:`bcg.sim.Sim.servo_scale_at`), the factors on
+those gains per control step of an episode from time 0 (``servo_gain_schedule``).
 :func:`check_onnx` runs the file with onnxruntime against the JAX policy.
 """
 
@@ -65,8 +67,21 @@ def export_onnx(policy, out_path, *, opset: int = 17) -> Path:
         "actuators": actuator_table(env.sim.mj_model),
         "source": str(policy.run_dir),
     }
+    if env.sim.servo_scale_at is not None:
+        meta["servo_gain_schedule"] = gain_schedule_table(env)
     metadata_path(out_path).write_text(json.dumps(meta, indent=2))
     return out_path
+
+
+def gain_schedule_table(env) -> dict:
+    """The servo gain schedule of ``env.sim`` as a table: per control step ``k`` of an
+    episode (time ``k * control_dt`` from 0), the factors on each actuator's kp and kd."""
+    at, dt = env.sim.servo_scale_at, env.sim.control_dt
+    rows = [at(k * dt) for k in range(int(env.episode_length))]
+    return {
+        "kp_factor": [np.asarray(kp, float).round(6).tolist() for kp, _ in rows],
+        "kd_factor": [np.asarray(kd, float).round(6).tolist() for _, kd in rows],
+    }
 
 
 def metadata_path(onnx_path) -> Path:
