@@ -10,7 +10,8 @@ max: the feet and the floor get the same value); MJX at one solver iteration doe
 sliding friction (docs/method.md), so where the two simulators part is worth knowing.
 Without randomisation the reset noise is off too: every run of one friction starts from the
 same state, so the runs of a row repeat one trajectory (a check of the simulators, not of the
-policy's spread).
+policy's spread); ``--randomization reset_noise`` gives each run its own initial state (the
+same in both simulators).
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mjx-iterations", type=int, help="MJX solver iterations (default: the run's)")
     p.add_argument("--mjx-stiffness", help="MJX contact stiffness (default: the run's)")
+    p.add_argument(
+        "--randomization",
+        help="native items besides the friction (e.g. reset_noise: distinct initial states for "
+        "both simulators); default none",
+    )
     p.add_argument(
         "--native-no-actearly",
         action="store_true",
@@ -64,7 +70,12 @@ def main(argv=None):
         if a.mjx_stiffness is not None:
             run["stiffness"] = a.mjx_stiffness
         pf = dataclasses.replace(policy, env=make_run_env(run), run=run)
-        cfg = TransferConfig(runs=a.runs, seed=a.seed, randomize=False)
+        cfg = TransferConfig(
+            runs=a.runs,
+            seed=a.seed,
+            randomize=a.randomization is not None,
+            randomization=a.randomization,
+        )
         rep = transfer(pf, cfg)
         row = {}
         for side in ("native", "training_sim"):
