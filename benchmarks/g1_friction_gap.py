@@ -45,6 +45,17 @@ def main(argv=None):
         help="native servos without actearly (MJX ignores it: a new target acts one physics "
         "step later there, docs/solver_fidelity.md)",
     )
+    p.add_argument(
+        "--native-mjx-solver",
+        action="store_true",
+        help="native MuJoCo stepping what MJX steps: the training model's contact and MJX's "
+        "solver settings (Sim.native_with_mjx_solver)",
+    )
+    p.add_argument(
+        "--native-iterations",
+        type=int,
+        help="with --native-mjx-solver: this many solver iterations (50 line search) instead",
+    )
     p.add_argument("--json")
     a = p.parse_args(argv)
     policy = load_policy(a.path)
@@ -59,6 +70,16 @@ def main(argv=None):
             return m, [*notes, "actearly off"]
 
         report.native_model = without_actearly
+    if a.native_mjx_solver:
+        from bcg.transfer import report
+
+        def mjx_solver_model(env, *args, **kw):
+            m = env.sim.native_with_mjx_solver()
+            if a.native_iterations is not None:
+                m.opt.iterations, m.opt.ls_iterations = a.native_iterations, 50
+            return m, ["native: MJX's model and solver settings"]
+
+        report.native_model = mjx_solver_model
     out = {}
     for f in (float(x) for x in a.friction.split(",")):
         run = dict(policy.run)
