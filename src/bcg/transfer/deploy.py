@@ -171,10 +171,14 @@ class MujocoTransport:
             mujoco.mj_step(self.m, self.d)
             self.tick += 1
             if measures.native_unstable(self.d, self._root_dof, self.max_root_speed):
+                fast = (
+                    ""
+                    if self.max_root_speed is None
+                    else (f", or the root moved faster than {self.max_root_speed:g} m/s")
+                )
                 raise RuntimeError(
                     f"the simulated robot blew up at physics step {self.tick} (MuJoCo warned of "
-                    "a bad qacc / qpos / qvel and reset its state, or the root moved faster "
-                    f"than {self.max_root_speed} m/s); the run cannot go on"
+                    f"a bad qacc / qpos / qvel and reset its state{fast}); the run cannot go on"
                 )
 
     def imu(self) -> IMUState:
