@@ -339,6 +339,42 @@ def test_residual_actions_are_around_the_current_reference_frame():
         g1_tracking("jump", actions="torque")
 
 
+def test_velocity_feedforward_makes_the_servo_track_the_reference_velocity():
+    """``velocity_feedforward=1``: MuJoCo's servo force at the env's command is
+    ``kp (q* + s a - q) + kd (qdot* - qdot)``; at 0 it is ``kp (q* + s a - q) - kd qdot``."""
+    k, s = 70, 0.2  # the push-off: the reference's knees extend fast
+    forces = {}
+    for c in (0.0, 1.0):
+        env = g1_tracking("jump", actions="residual", residual_scale=s, velocity_feedforward=c)
+        m = env.sim.mj_model
+        d = mujoco.MjData(m)
+        d.qpos[:] = env.reference_qpos[k]
+        d.qpos[7:] += 0.01 * np.sin(np.arange(29))
+        d.qvel[:] = env.reference.qvel[k]
+        d.qvel[6:] += 0.3 * np.cos(np.arange(29))
+        d.time = k * env.sim.control_dt
+        a = 0.1 * np.sin(3.0 * np.arange(29))
+        dx = mjx.put_data(m, d)
+        d.ctrl[:] = np.asarray(env.action_to_ctrl(jnp.asarray(a, jnp.float32), dx))
+        d.act[:] = d.ctrl  # the servo filter's state at its input
+        mujoco.mj_forward(m, d)
+        kp, kd = m.actuator_gainprm[:, 0], -m.actuator_biasprm[:, 2]
+        q, qd = d.qpos[7:], d.qvel[6:]
+        qs, qds = env.reference_qpos[k, 7:], env.reference.qvel[k, 6:]
+        want = kp * (qs + s * a - q) + kd * (c * qds - qd)
+        u = qs + s * a + c * kd / kp * qds
+        lo, hi = m.actuator_ctrlrange.T
+        limit = np.where(m.actuator_forcelimited, m.actuator_forcerange[:, 1], np.inf)
+        inside = (np.abs(want) < 0.9 * limit) & (u > lo + 0.01) & (u < hi - 0.01)
+        assert inside.sum() >= 10
+        np.testing.assert_allclose(d.actuator_force[inside], want[inside], rtol=2e-4, atol=2e-3)
+        forces[c] = d.actuator_force.copy()
+    knee = [i for i in range(29) if "knee" in m.joint(int(m.actuator_trnid[i, 0])).name]
+    assert np.all(np.abs(forces[1.0][knee] - forces[0.0][knee]) > 1.0)  # the term matters there
+    with pytest.raises(ValueError, match="velocity_feedforward"):
+        g1_tracking("jump", actions="residual", velocity_feedforward=-1.0)
+
+
 def test_legs_get_their_own_residual_range():
     """``leg_residual_scale``: the 12 hip, knee and ankle joints move by it per unit action,
     the waist and arms by ``residual_scale``; ``action_scales`` says the same."""

@@ -58,6 +58,11 @@ the reference joints of the state's frame ``k`` (the PD target is a residual aro
 reference pose of the current frame, as in DeepMimic-style imitation: ``a = 0`` replays the
 clip through the servos); ``leg_residual_scale`` gives the hip, knee and ankle joints their own
 range (more push-off torque from the same servos without widening the arms' and waist's).
+``velocity_feedforward`` c (ours, 0 by default) adds ``c (kd / kp) qdot*_k`` to the target, per
+joint with the env's own servo gains: at c = 1 the servo law ``kp (u - q) - kd qdot`` becomes
+``kp (q* + s a - q) + kd (qdot* - qdot)``, the law of the G1's LowCmd with its velocity field
+``dq`` set to the reference's (without it, the damping brakes every reference motion: the G1
+servos' kd / kp is 64 ms, so a 10 rad/s knee extension is held back by about 0.6 rad).
 
 Reward (``reward="tracking"``, the default: BeyondMimic-style exponentials), on the next state
 against its reference frame:
@@ -208,6 +213,7 @@ class G1Tracking(ContactEnv):
     start_focus_prob: float = 0.5  # share of resets drawn from start_focus
     observe_command: bool = False  # observe the last sent command (module docstring)
     feet_error_limit: float | None = None  # m: terminate when |h - h*| exceeds it (docstring)
+    velocity_feedforward: float = 0.0  # c: residual targets + c (kd / kp) qdot* (docstring)
     w_add: float = 1.0
     discriminator: g1add.Discriminator = dataclasses.field(default_factory=g1add.Discriminator)
 
@@ -238,6 +244,10 @@ class G1Tracking(ContactEnv):
             raise ValueError(f"residual_scale must be > 0, got {self.residual_scale!r}")
         if self.feet_error_limit is not None and not self.feet_error_limit > 0:
             raise ValueError(f"feet_error_limit must be > 0, got {self.feet_error_limit!r}")
+        if not (np.isfinite(self.velocity_feedforward) and self.velocity_feedforward >= 0):
+            raise ValueError(
+                f"velocity_feedforward must be a finite c >= 0, got {self.velocity_feedforward!r}"
+            )
         if self.leg_residual_scale is not None and not self.leg_residual_scale > 0:
             raise ValueError(f"leg_residual_scale must be > 0, got {self.leg_residual_scale!r}")
         fps = 1.0 / self.sim.control_dt
@@ -329,8 +339,20 @@ class G1Tracking(ContactEnv):
             return jnp.clip(q0 + scales * a, lo, hi)
         if data is None:
             raise ValueError("residual actions need the state (action_to_ctrl(action, data))")
-        target = self._ref["qpos"][self.frame_of(data.time), 7:]
+        k = self.frame_of(data.time)
+        target = self._ref["qpos"][k, 7:]
+        if self.velocity_feedforward:  # (Python branch: off, the traced program is unchanged)
+            lag = jnp.asarray(self.servo_lag, a.dtype)
+            target = target + self.velocity_feedforward * lag * self._ref["qvel"][k, 6:]
         return jnp.clip(target + scales * a, lo, hi)
+
+    @functools.cached_property
+    def servo_lag(self) -> np.ndarray:
+        """Per actuator, ``kd / kp`` (s) of the env's own model: a position servo's
+        ``kp (u - q) - kd qdot`` equals ``kp (q* - q) + kd (qdot* - qdot)`` at
+        ``u = q* + (kd / kp) qdot*``."""
+        m = self.sim.mj_model
+        return -m.actuator_biasprm[:, 2] / m.actuator_gainprm[:, 0]
 
     # ------------------------------------------------------------------ reset
 
