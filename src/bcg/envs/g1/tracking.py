@@ -346,7 +346,7 @@ class G1Tracking(ContactEnv):
             target = target + self.velocity_feedforward * lag * self._ref["qvel"][k, 6:]
         return jnp.clip(target + scales * a, lo, hi)
 
-    @functools.cached_property
+    @property
     def servo_lag(self) -> np.ndarray:
         """Per actuator, ``kd / kp`` (s) of the env's own model: a position servo's
         ``kp (u - q) - kd qdot`` equals ``kp (q* - q) + kd (qdot* - qdot)`` at
