@@ -3,6 +3,7 @@ gradient (finite differences), NaN guard at the learner level, checkpoint / resu
 
 import csv
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -153,8 +154,11 @@ def test_checkpoint_kill_resume_matches_uninterrupted(tmp_path):
     ):
         np.testing.assert_array_equal(a, b)
     assert (tmp_path / "b" / harness.PLOT_FILE).exists()
+    harness.write_run(tmp_path / "b", {"the": "first run"})
     with pytest.raises(ValueError, match="already holds checkpoints"):
-        harness.train(learner(), tmp_path / "b", **kw)
+        harness.train(learner(), tmp_path / "b", run_config={"a": "new run"}, **kw)
+    stored = json.loads((tmp_path / "b" / harness.RUN_FILE).read_text())
+    assert stored == {"the": "first run"}  # the refused run did not overwrite run.json
     with pytest.raises(FileNotFoundError):
         harness.train(learner(), tmp_path / "c", resume=True, **kw)
 

@@ -371,6 +371,10 @@ def train(
     if devices is not None or learner.mesh is None:
         learner = learner.sharded(devices)  # ValueError if num_envs is not divisible
     run_dir = Path(run_dir)
+    if not resume and latest_step(run_dir) is not None:  # before run.json is overwritten
+        raise ValueError(
+            f"{run_dir} already holds checkpoints: pass --resume or choose a new --run-dir"
+        )
     if run_config is not None:
         write_run(run_dir, run_config)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -387,10 +391,6 @@ def train(
         state, start, env_steps, wall0 = restore_checkpoint(run_dir, state)
         rows = [r for r in _read_rows(csv_path) if int(r["iteration"]) <= start]
     else:
-        if latest_step(run_dir) is not None:
-            raise ValueError(
-                f"{run_dir} already holds checkpoints: pass --resume or choose a new --run-dir"
-            )
         start, env_steps, wall0, rows = 0, 0, 0.0, []
         if init_from is not None:
             from bcg.transfer.policy import split_checkpoint_path
