@@ -62,7 +62,9 @@ range (more push-off torque from the same servos without widening the arms' and 
 joint with the env's own servo gains: at c = 1 the servo law ``kp (u - q) - kd qdot`` becomes
 ``kp (q* + s a - q) + kd (qdot* - qdot)``, the law of the G1's LowCmd with its velocity field
 ``dq`` set to the reference's (without it, the damping brakes every reference motion: the G1
-servos' kd / kp is 64 ms, so a 10 rad/s knee extension is held back by about 0.6 rad).
+servos' kd / kp is 64 ms, so a 10 rad/s knee extension is held back by about 0.6 rad). The
+ratio is the nominal model's: under a gain schedule (kp x f, kd x sqrt f) or randomised gains
+the velocity term is scaled with them, in MJX, in native transfer and in the deploy runner alike.
 
 Reward (``reward="tracking"``, the default: BeyondMimic-style exponentials), on the next state
 against its reference frame:
