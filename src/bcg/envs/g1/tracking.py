@@ -64,7 +64,8 @@ joint with the env's own servo gains: at c = 1 the servo law ``kp (u - q) - kd q
 ``dq`` set to the reference's (without it, the damping brakes every reference motion: the G1
 servos' kd / kp is 64 ms, so a 10 rad/s knee extension is held back by about 0.6 rad). The
 ratio is the nominal model's: under a gain schedule (kp x f, kd x sqrt f) or randomised gains
-the velocity term is scaled with them, in MJX, in native transfer and in the deploy runner alike.
+the feed-forward term scales with kp and the damping with kd, in MJX, in native transfer and in
+the deploy runner alike.
 
 Reward (``reward="tracking"``, the default: BeyondMimic-style exponentials), on the next state
 against its reference frame:
