@@ -33,6 +33,26 @@ from bcg.transfer.policy import LoadedPolicy
 from bcg.transfer.runs import run_native
 
 
+def runs_row(runs: list[dict]) -> dict:
+    """Falls, mean tracking error and the per-run flight and fall times of native runs."""
+    return {
+        "falls": sum(r["fell"] for r in runs),
+        "runs": len(runs),
+        "tracking_error_cm": float(np.nanmean([r["tracking_error_cm"] for r in runs])),
+        "clearance_cm": [round(r["clearance_cm"], 2) for r in runs],
+        "airborne_s": [round(r["airborne_s"], 3) for r in runs],
+        "fall_time": [r["fall_time"] for r in runs],
+    }
+
+
+def row_line(row: dict) -> str:
+    return (
+        f"falls {row['falls']}/{row['runs']}, tracking {row['tracking_error_cm']:.1f} cm, "
+        f"clearance {row['clearance_cm']} cm, airborne {row['airborne_s']} s, "
+        f"fall times {row['fall_time']}"
+    )
+
+
 class ReplayBridge(NativeBridge):
     """A bridge whose ``ctrl`` ignores the action and commands the fed-forward reference."""
 
@@ -84,24 +104,9 @@ def main(argv=None):
     for lead, ff in itertools.product(leads, ffs):
         bridge = ReplayBridge(env, m, lead, ff)
         runs, _, _ = run_native(zero, cfg, m, bridge=bridge)
-        falls = sum(r["fell"] for r in runs)
-        row = {
-            "lead": lead,
-            "vel_ff": ff,
-            "falls": falls,
-            "runs": len(runs),
-            "tracking_error_cm": float(np.nanmean([r["tracking_error_cm"] for r in runs])),
-            "clearance_cm": [round(r["clearance_cm"], 2) for r in runs],
-            "airborne_s": [round(r["airborne_s"], 3) for r in runs],
-            "fall_time": [r["fall_time"] for r in runs],
-        }
+        row = {"lead": lead, "vel_ff": ff, **runs_row(runs)}
         rows.append(row)
-        print(
-            f"lead {lead} vel_ff {ff:g}: falls {falls}/{len(runs)}, tracking "
-            f"{row['tracking_error_cm']:.1f} cm, clearance {row['clearance_cm']} cm, "
-            f"airborne {row['airborne_s']} s, fall times {row['fall_time']}",
-            flush=True,
-        )
+        print(f"lead {lead} vel_ff {ff:g}: {row_line(row)}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"clip": a.clip, "leg_kp_scale": a.leg_kp_scale, "rows": rows}, f, indent=1)

@@ -13,13 +13,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-
-import numpy as np
+import sys
+from pathlib import Path
 
 from bcg.transfer.config import TransferConfig
 from bcg.transfer.model import native_model
 from bcg.transfer.policy import load_policy
 from bcg.transfer.runs import run_native
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from g1_reference_replay import row_line, runs_row  # noqa: E402
 
 
 def main(argv=None):
@@ -37,22 +40,9 @@ def main(argv=None):
     for c in (float(x) for x in a.vel_ff.split(",")):
         env = dataclasses.replace(policy.env, velocity_feedforward=c)
         runs, _, _ = run_native(dataclasses.replace(policy, env=env), cfg, m)
-        row = {
-            "vel_ff": c,
-            "falls": sum(r["fell"] for r in runs),
-            "runs": len(runs),
-            "tracking_error_cm": float(np.nanmean([r["tracking_error_cm"] for r in runs])),
-            "clearance_cm": [round(r["clearance_cm"], 2) for r in runs],
-            "airborne_s": [round(r["airborne_s"], 3) for r in runs],
-            "fall_time": [r["fall_time"] for r in runs],
-        }
+        row = {"vel_ff": c, **runs_row(runs)}
         rows.append(row)
-        print(
-            f"vel_ff {c:g}: falls {row['falls']}/{row['runs']}, tracking "
-            f"{row['tracking_error_cm']:.1f} cm, clearance {row['clearance_cm']} cm, airborne "
-            f"{row['airborne_s']} s, fall times {row['fall_time']}",
-            flush=True,
-        )
+        print(f"vel_ff {c:g}: {row_line(row)}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"path": a.path, "seed": a.seed, "rows": rows}, f, indent=1)
