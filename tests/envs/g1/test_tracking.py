@@ -216,6 +216,44 @@ def test_tuck_term_rewards_the_reference_leg_retraction_even_on_the_floor(env):
     assert tuck.max_reward == pytest.approx(env.max_reward + 1.5)
 
 
+def test_balance_term_is_the_capture_point_offset_from_the_feet(env):
+    """w_balance: in a stance frame the reference scores w_balance; the whole robot moved 10 cm
+    sideways keeps it (the offset is relative to the feet, unlike the root term); a root
+    velocity change dv gives exp(-|dv|^2 (z / g) / sigma^2) (the capture point moves by
+    dv sqrt(z / g)); in a flight frame the term is 0."""
+    import dataclasses
+
+    bal = dataclasses.replace(env, w_balance=2.0, sigma_balance=0.1)
+    assert bal.max_reward == pytest.approx(env.max_reward + 2.0)
+    k = env.num_frames - 1
+    assert env.reference.foot_height[k] < 0.005  # standing after the landing
+    _, dx = _data(env, k)
+    e = bal.tracking_errors(dx)
+    assert float(e["balance"]) == pytest.approx(0.0, abs=1e-12)
+    assert float(e["balance_on"]) == 1.0
+    q = np.array(env.reference_qpos[k])
+    q[1] += 0.1
+    m = env.sim.mj_model
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:], d.time = q, env.reference.qvel[k], k * env.sim.control_dt
+    moved = mjx.put_data(m, d)
+    assert float(bal.tracking_errors(moved)["balance"]) == pytest.approx(0.0, abs=1e-12)
+    assert float(bal.tracking_errors(moved)["root_pos"]) == pytest.approx(0.01, rel=1e-6)
+    qvel = np.array(env.reference.qvel[k])
+    qvel[0] += 0.3
+    _, fast = _data(env, k, qvel=qvel)
+    z = float(env.reference.body_pos[k, 0, 2])
+    expected = 0.3**2 * max(z, 0.3) / 9.81
+    assert float(bal.tracking_errors(fast)["balance"]) == pytest.approx(expected, rel=1e-6)
+    added = float(bal.reward(dx, jnp.zeros(29), fast)) - float(env.reward(dx, jnp.zeros(29), fast))
+    assert added == pytest.approx(2.0 * np.exp(-expected / 0.1**2), rel=1e-6)
+    f = int(np.argmax(env.reference.foot_height))
+    _, fly = _data(env, f)
+    assert float(bal.tracking_errors(fly)["balance_on"]) == 0.0
+    with pytest.raises(ValueError, match="sigma_balance"):
+        dataclasses.replace(env, sigma_balance=0.0)
+
+
 def test_observe_command_appends_the_command_in_flight(env):
     """observe_command: the 327 features, then (ctrl - q) / s of the state's ctrl (the last
     command sent)."""

@@ -78,6 +78,7 @@ against its reference frame:
       + w_feet exp(-(h - h*)^2 / 0.1^2)
       + w_flight [h* > 5 mm] min(h / h*, 1)  +  w_takeoff [v*_z > 0.3 m/s] min(v_z / v*_z, 1)
       + w_tuck [h* > 5 mm] (1 - min(|(z - h) - (z* - h*)| / 0.2 m, 1))
+      + w_balance [h* <= 5 mm] exp(-|(xi - f) - (xi* - f*)|^2 / sigma_balance^2)
       - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2
 
 with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small errors; smooth,
@@ -98,6 +99,13 @@ lift a foot. ``w_tuck`` (0 by default, ours): in the airborne frames, how close 
 distance from the lowest foot up to the root, ``z - h``, is to the reference's (linear in the
 error up to 0.2 m): the legs' retraction that turns a push-off into a flight. It is a function
 of the joints alone, so its gradient reaches the knees whether or not a foot is still down.
+``w_balance`` (0 by default, ours): in the frames where the reference stands (``h* <= 5 mm``),
+the horizontal offset of the root's capture point ``xi = p_xy + v_xy sqrt(z / g)`` (the linear
+inverted pendulum's, Pratt et al., 2006) from the centre ``f`` of the foot spheres, against the
+reference's offset (``sigma_balance`` 0.1 m by default). Unlike the world-frame root term it
+asks for balance over the feet where they actually are: after a landing a few centimetres off
+the reference's spot, the root term pulls the body towards the reference's position, this term
+over the feet.
 Terminated when the root is below 0.3 m (the paper); with ``feet_error_limit`` (ours, None by
 default) also when the lowest foot's height is that far from the reference's, ``|h - h*| >
 limit`` (m): an early termination on tracking, as in DeepMimic / BeyondMimic, aimed at the
@@ -140,6 +148,7 @@ ACTIONS = ("absolute", "residual")
 FLIGHT_CLEARANCE = 0.005  # m: a reference frame with both feet this high is a flight frame
 TAKEOFF_SPEED = 0.3  # m/s: reference root vertical speed above which w_takeoff counts
 TUCK_SCALE = 0.2  # m: root-to-foot height error at which w_tuck's share reaches 0
+GRAVITY = 9.81  # m/s^2: the capture point's pendulum, xi = p + v sqrt(z / g)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -152,6 +161,7 @@ class Reference:
     body_mat: np.ndarray  # (T, nb, 3, 3)
     key_pos: np.ndarray  # (T, 5, 3) key sites, world
     foot_height: np.ndarray  # (T,) lowest foot-sphere bottom
+    feet_xy: np.ndarray  # (T, 2) mean horizontal position of the foot spheres
 
     @property
     def num_frames(self) -> int:
@@ -168,6 +178,7 @@ def compute_reference(m: mujoco.MjModel, clip: g1clips.Clip) -> Reference:
     bm = np.empty((T, len(bodies), 3, 3))
     kp = np.empty((T, len(sites), 3))
     fh = np.empty(T)
+    fxy = np.empty((T, 2))
     for i, q in enumerate(clip.qpos):
         d.qpos[:] = q
         mujoco.mj_kinematics(m, d)
@@ -175,7 +186,8 @@ def compute_reference(m: mujoco.MjModel, clip: g1clips.Clip) -> Reference:
         bm[i] = d.xmat[bodies].reshape(-1, 3, 3)
         kp[i] = d.site_xpos[sites]
         fh[i] = np.min(d.geom_xpos[feet, 2] - m.geom_size[feet, 0])
-    return Reference(clip.qpos.copy(), clip.qvel(), bp, bm, kp, fh)
+        fxy[i] = d.geom_xpos[feet, :2].mean(0)
+    return Reference(clip.qpos.copy(), clip.qvel(), bp, bm, kp, fh, fxy)
 
 
 def _rot6(R):
@@ -207,6 +219,8 @@ class G1Tracking(ContactEnv):
     w_flight: float = 0.0
     w_takeoff: float = 0.0
     w_tuck: float = 0.0
+    w_balance: float = 0.0
+    sigma_balance: float = 0.1  # m
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
@@ -243,6 +257,8 @@ class G1Tracking(ContactEnv):
                 )
         if not 0.0 <= self.start_focus_prob <= 1.0:
             raise ValueError(f"start_focus_prob must be in [0, 1], got {self.start_focus_prob!r}")
+        if not self.sigma_balance > 0:
+            raise ValueError(f"sigma_balance must be > 0, got {self.sigma_balance!r}")
         if not self.residual_scale > 0:
             raise ValueError(f"residual_scale must be > 0, got {self.residual_scale!r}")
         if self.feet_error_limit is not None and not self.feet_error_limit > 0:
@@ -275,6 +291,7 @@ class G1Tracking(ContactEnv):
             "body_pos": jnp.asarray(r.body_pos),
             "body_mat": jnp.asarray(r.body_mat),
             "key_pos": jnp.asarray(r.key_pos),
+            "feet_xy": jnp.asarray(r.feet_xy),
         }
 
     @property
@@ -510,7 +527,20 @@ class G1Tracking(ContactEnv):
             vref = ref["qvel"][k, 2]
             share = jnp.minimum(data.qvel[2] / jnp.maximum(vref, 1e-3), 1.0)
             out["takeoff"] = jnp.where(vref > TAKEOFF_SPEED, share, 0.0)
+        if self.w_balance:
+            feet = self.foot_geom_ids
+            d = self._capture_point(xb[0], data.qvel) - kin.geom_xpos[feet, :2].mean(0)
+            d_ref = self._capture_point(xr[0], ref["qvel"][k]) - ref["feet_xy"][k]
+            err = jnp.sum((d - d_ref) ** 2)
+            out["balance"] = jnp.where(href > FLIGHT_CLEARANCE, 0.0, err)
+            out["balance_on"] = (href <= FLIGHT_CLEARANCE).astype(err.dtype)
         return out
+
+    @staticmethod
+    def _capture_point(p, qvel):
+        """Horizontal capture point of the root as a linear inverted pendulum,
+        ``xi = p_xy + v_xy sqrt(z / g)`` (Pratt et al., 2006), ``z`` clamped at 0.3 m."""
+        return p[:2] + qvel[0:2] * jnp.sqrt(jnp.maximum(p[2], 0.3) / GRAVITY)
 
     def _foot_low(self, kin):
         """The lowest foot-sphere bottom (m) of forward kinematics ``kin``."""
@@ -610,6 +640,10 @@ class G1Tracking(ContactEnv):
             r = r + self.w_takeoff * e["takeoff"]
         if self.w_tuck:
             r = r + self.w_tuck * e["tuck"]
+        if self.w_balance:
+            r = r + self.w_balance * e["balance_on"] * jnp.exp(
+                -e["balance"] / self.sigma_balance**2
+            )
         if self.sim.mj_model.na:
             r = r - self.w_action_rate * self._action_rate(data, next_data)
         return r
@@ -631,6 +665,7 @@ class G1Tracking(ContactEnv):
             + self.w_flight
             + self.w_takeoff
             + self.w_tuck
+            + self.w_balance
         )
 
     def terminated(self, data):
