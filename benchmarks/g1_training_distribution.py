@@ -3,7 +3,7 @@ iterations, per-environment model draws, latency, pushes, reset noise), every ep
 clip's first frame, N draws at once.
 
     python benchmarks/g1_training_distribution.py CKPT [CKPT ...] [--envs 64] [--neutral push,kp]
-        [--latency 0|1] [--json out.json]
+        [--latency 0|1] [--no-reset-noise] [--json out.json]
 
 Each environment draws its model and episode exactly as a training reset does
 (:meth:`bcg.envs.g1.tracking.G1Tracking.initial_data`: uniform draws in ``userdata``), then the
@@ -32,9 +32,13 @@ from bcg.envs.g1 import randomization as g1r
 from bcg.transfer.policy import load_policy
 
 
-def episode_falls(policy, envs: int, seed: int, neutral=(), latency=None):
-    """Per environment: (fell, steps survived) of ``envs`` training-distribution episodes."""
+def episode_falls(policy, envs: int, seed: int, neutral=(), latency=None, reset_noise=True):
+    """Per environment: (fell, steps survived) of ``envs`` training-distribution episodes
+    (``reset_noise=False``: every episode starts on the reference's first frame)."""
     env = dataclasses.replace(policy.env, start="first")
+    if not reset_noise:
+        cfg = dataclasses.replace(env.randomization, reset_noise=None)
+        env = dataclasses.replace(env, randomization=cfg)
     m = env.sim.mj_model
     layout = g1r.draw_layout(m) if m.nuserdata else {}
     unknown = [n for n in neutral if n not in layout]
@@ -78,12 +82,17 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--neutral", default="", help="comma list of items whose draws are set to 0.5")
     p.add_argument("--latency", type=int, choices=(0, 1), help="force every env's latency")
+    p.add_argument(
+        "--no-reset-noise", action="store_true", help="start on the reference's first frame"
+    )
     p.add_argument("--json")
     a = p.parse_args(argv)
     neutral = tuple(x for x in a.neutral.split(",") if x)
     rows = []
     for path in a.paths:
-        fell, steps, dt = episode_falls(load_policy(path), a.envs, a.seed, neutral, a.latency)
+        fell, steps, dt = episode_falls(
+            load_policy(path), a.envs, a.seed, neutral, a.latency, not a.no_reset_noise
+        )
         t = np.sort(steps[fell] * dt)
         row = {
             "path": path,
@@ -98,7 +107,8 @@ def main(argv=None):
         print(f"{path}: falls {row['falls']}/{a.envs}{q}", flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            out = {"seed": a.seed, "neutral": neutral, "latency": a.latency, "rows": rows}
+            out = {"seed": a.seed, "neutral": neutral, "latency": a.latency}
+            out |= {"reset_noise": not a.no_reset_noise, "rows": rows}
             json.dump(out, f, indent=1)
 
 
