@@ -254,6 +254,44 @@ def test_balance_term_is_the_capture_point_offset_from_the_feet(env):
         dataclasses.replace(env, sigma_balance=0.0)
 
 
+def test_stance_term_is_the_feet_spread_against_the_reference(env):
+    """w_stance: 1 - |d - d*| / 0.3 m with d the left-minus-right foot centre in the root's
+    heading frame: 1 on the reference, unchanged by a yaw of the whole robot, and for a leg
+    spread by the hip roll the share of native kinematics' spread, with a gradient."""
+    import dataclasses
+
+    st = dataclasses.replace(env, w_stance=3.0)
+    assert st.max_reward == pytest.approx(env.max_reward + 3.0)
+    k = 0
+    m = env.sim.mj_model
+    feet = env.foot_geom_ids
+    ref = env.reference.stance[k]
+    assert abs(ref[0]) < 0.01 and 0.15 < ref[1] < 0.35  # left foot to the left
+    _, dx = _data(env, k)
+    assert float(st.tracking_errors(dx)["stance"]) == pytest.approx(1.0, abs=1e-5)
+    d = mujoco.MjData(m)
+    d.qpos[:] = env.reference_qpos[k]
+    yaw = 0.3
+    d.qpos[3:7] = [np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]  # (the reference root is level)
+    mujoco.mj_kinematics(m, d)
+    turned = mjx.put_data(m, d)
+    assert float(st.tracking_errors(turned)["stance"]) == pytest.approx(1.0, abs=1e-5)
+    hip = m.joint("left_hip_roll_joint").qposadr[0]
+    d.qpos[:] = env.reference_qpos[k]
+    d.qpos[hip] += 0.2
+    mujoco.mj_kinematics(m, d)
+    spread = d.geom_xpos[feet[:4], :2].mean(0) - d.geom_xpos[feet[4:], :2].mean(0)
+    expected = 1.0 - np.linalg.norm(spread - ref) / 0.3
+    assert 0.3 < expected < 0.95
+    wide = mjx.put_data(m, d)
+    assert float(st.tracking_errors(wide)["stance"]) == pytest.approx(expected, abs=1e-5)
+
+    def share(dq):
+        return st.tracking_errors(wide.replace(qpos=wide.qpos.at[hip].add(dq)))["stance"]
+
+    assert float(jax.grad(share)(0.0)) < -0.3  # more spread, less share
+
+
 def test_observe_command_appends_the_command_in_flight(env):
     """observe_command: the 327 features, then (ctrl - q) / s of the state's ctrl (the last
     command sent)."""

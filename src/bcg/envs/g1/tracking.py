@@ -79,6 +79,7 @@ against its reference frame:
       + w_flight [h* > 5 mm] min(h / h*, 1)  +  w_takeoff [v*_z > 0.3 m/s] min(v_z / v*_z, 1)
       + w_tuck [h* > 5 mm] (1 - min(|(z - h) - (z* - h*)| / 0.2 m, 1))
       + w_balance [h* <= 5 mm] exp(-|(xi - f) - (xi* - f*)|^2 / sigma_balance^2)
+      + w_stance (1 - min(|d - d*| / 0.3 m, 1))
       - w_action_rate mean_j ((u_t - u_{t-1}) / s)^2
 
 with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small errors; smooth,
@@ -106,6 +107,11 @@ reference's offset (``sigma_balance`` 0.1 m by default). Unlike the world-frame 
 asks for balance over the feet where they actually are: after a landing a few centimetres off
 the reference's spot, the root term pulls the body towards the reference's position, this term
 over the feet.
+``w_stance`` (0 by default, ours): in every frame, how close the stance ``d`` (the left foot's
+sphere centre minus the right's, horizontal, in the root's heading frame) is to the
+reference's, linear in the error up to 0.3 m so that its gradient does not vanish for a wide
+error: trained policies otherwise spread their legs in the flight (a shorter vertical leg for
+``w_tuck`` without bending the knees) and land in a straddle they cannot step out of.
 Terminated when the root is below 0.3 m (the paper); with ``feet_error_limit`` (ours, None by
 default) also when the lowest foot's height is that far from the reference's, ``|h - h*| >
 limit`` (m): an early termination on tracking, as in DeepMimic / BeyondMimic, aimed at the
@@ -148,6 +154,7 @@ ACTIONS = ("absolute", "residual")
 FLIGHT_CLEARANCE = 0.005  # m: a reference frame with both feet this high is a flight frame
 TAKEOFF_SPEED = 0.3  # m/s: reference root vertical speed above which w_takeoff counts
 TUCK_SCALE = 0.2  # m: root-to-foot height error at which w_tuck's share reaches 0
+STANCE_SCALE = 0.3  # m: stance error at which w_stance's share reaches 0
 GRAVITY = 9.81  # m/s^2: the capture point's pendulum, xi = p + v sqrt(z / g)
 
 
@@ -162,6 +169,7 @@ class Reference:
     key_pos: np.ndarray  # (T, 5, 3) key sites, world
     foot_height: np.ndarray  # (T,) lowest foot-sphere bottom
     feet_xy: np.ndarray  # (T, 2) mean horizontal position of the foot spheres
+    stance: np.ndarray  # (T, 2) left minus right foot centre, horizontal, root heading frame
 
     @property
     def num_frames(self) -> int:
@@ -179,6 +187,8 @@ def compute_reference(m: mujoco.MjModel, clip: g1clips.Clip) -> Reference:
     kp = np.empty((T, len(sites), 3))
     fh = np.empty(T)
     fxy = np.empty((T, 2))
+    st = np.empty((T, 2))
+    half = len(feet) // 2  # left spheres first (g1m.foot_geom_ids)
     for i, q in enumerate(clip.qpos):
         d.qpos[:] = q
         mujoco.mj_kinematics(m, d)
@@ -187,7 +197,16 @@ def compute_reference(m: mujoco.MjModel, clip: g1clips.Clip) -> Reference:
         kp[i] = d.site_xpos[sites]
         fh[i] = np.min(d.geom_xpos[feet, 2] - m.geom_size[feet, 0])
         fxy[i] = d.geom_xpos[feet, :2].mean(0)
-    return Reference(clip.qpos.copy(), clip.qvel(), bp, bm, kp, fh, fxy)
+        lr = d.geom_xpos[feet[:half], :2].mean(0) - d.geom_xpos[feet[half:], :2].mean(0)
+        st[i] = _heading_frame(np.asarray(d.xmat[bodies[0]]).reshape(3, 3), lr, np)
+    return Reference(clip.qpos.copy(), clip.qvel(), bp, bm, kp, fh, fxy, st)
+
+
+def _heading_frame(R, v, xp=jnp):
+    """Horizontal vector ``v`` (2,) in the heading frame of rotation ``R`` (its yaw removed)."""
+    yaw = xp.arctan2(R[1, 0], R[0, 0])
+    c, s = xp.cos(yaw), xp.sin(yaw)
+    return xp.stack([c * v[0] + s * v[1], -s * v[0] + c * v[1]])
 
 
 def _rot6(R):
@@ -221,6 +240,7 @@ class G1Tracking(ContactEnv):
     w_tuck: float = 0.0
     w_balance: float = 0.0
     sigma_balance: float = 0.1  # m
+    w_stance: float = 0.0
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
@@ -292,6 +312,7 @@ class G1Tracking(ContactEnv):
             "body_mat": jnp.asarray(r.body_mat),
             "key_pos": jnp.asarray(r.key_pos),
             "feet_xy": jnp.asarray(r.feet_xy),
+            "stance": jnp.asarray(r.stance),
         }
 
     @property
@@ -534,6 +555,13 @@ class G1Tracking(ContactEnv):
             err = jnp.sum((d - d_ref) ** 2)
             out["balance"] = jnp.where(href > FLIGHT_CLEARANCE, 0.0, err)
             out["balance_on"] = (href <= FLIGHT_CLEARANCE).astype(err.dtype)
+        if self.w_stance:
+            feet = self.foot_geom_ids
+            half = len(feet) // 2
+            lr = kin.geom_xpos[feet[:half], :2].mean(0) - kin.geom_xpos[feet[half:], :2].mean(0)
+            diff = _heading_frame(Rb[0], lr) - ref["stance"][k]
+            dist = jnp.sqrt(jnp.sum(diff**2) + 1e-12)  # (smooth at 0)
+            out["stance"] = 1.0 - jnp.minimum(dist / STANCE_SCALE, 1.0)
         return out
 
     @staticmethod
@@ -644,6 +672,8 @@ class G1Tracking(ContactEnv):
             r = r + self.w_balance * e["balance_on"] * jnp.exp(
                 -e["balance"] / self.sigma_balance**2
             )
+        if self.w_stance:
+            r = r + self.w_stance * e["stance"]
         if self.sim.mj_model.na:
             r = r - self.w_action_rate * self._action_rate(data, next_data)
         return r
@@ -666,6 +696,7 @@ class G1Tracking(ContactEnv):
             + self.w_takeoff
             + self.w_tuck
             + self.w_balance
+            + self.w_stance
         )
 
     def terminated(self, data):
