@@ -110,8 +110,7 @@ over the feet.
 ``w_stance`` (0 by default, ours): in every frame, how close the stance ``d`` (the left foot's
 sphere centre minus the right's, horizontal, in the root's heading frame) is to the
 reference's, linear in the error up to 0.3 m so that its gradient does not vanish for a wide
-error: trained policies otherwise spread their legs in the flight (a shorter vertical leg for
-``w_tuck`` without bending the knees) and land in a straddle they cannot step out of.
+error (a straddle).
 Terminated when the root is below 0.3 m (the paper); with ``feet_error_limit`` (ours, None by
 default) also when the lowest foot's height is that far from the reference's, ``|h - h*| >
 limit`` (m): an early termination on tracking, as in DeepMimic / BeyondMimic, aimed at the
