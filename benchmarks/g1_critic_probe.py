@@ -18,6 +18,7 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+from g1_training_distribution import play_episodes
 
 from bcg.transfer.policy import load_state
 
@@ -37,22 +38,18 @@ def main(argv=None):
     params = learner.policy_params(state)
     std = jnp.sqrt(state.ret_rms.var + 1e-8) if learner.cfg.normalize_returns else 1.0
 
-    def one(key):
-        def body(c, _):
-            d, alive = c
-            o = env.observe(d)
-            act = learner.policy(params, o[None])[0]
-            nd, _, _ = env.plain_step(d, act)
-            v = learner._values(state.target, state.obs_rms, o[None])[0]
-            fell = env.fell(nd)
-            out = (v, env.reward(d, act, nd) / std, alive, fell & alive)
-            return (nd, alive & ~fell), out
-
-        _, out = jax.lax.scan(body, (env.initial_data(key), jnp.array(True)), None, T)
-        return out
+    def record(d, obs, act, nd):
+        v = learner._values(state.target, state.obs_rms, obs[None])[0]
+        return v, env.reward(d, act, nd) / std
 
     keys = jax.random.split(jax.random.PRNGKey(a.seed), a.envs)
-    v, r, alive, fell_at = map(np.asarray, jax.jit(jax.vmap(one))(keys))
+
+    def act(obs):
+        return learner.policy(params, obs[None])[0]
+
+    after, (v, r) = play_episodes(env, act, keys, record)
+    alive = np.concatenate([np.ones((a.envs, 1), bool), after[:, :-1]], axis=1)  # before a step
+    fell_at = alive & ~after
     fell = fell_at.any(1)
     G, nxt = np.zeros_like(r), np.zeros(a.envs)
     for t in range(T - 1, -1, -1):
@@ -60,9 +57,11 @@ def main(argv=None):
         G[:, t] = nxt
     print(f"{a.path}: falls {int(fell.sum())}/{a.envs}, return std {float(std):.1f}")
     for t in (int(x) for x in a.frames.split(",")):
+        if t >= T:
+            continue
         m = alive[:, t]
         f, s = m & fell, m & ~fell
-        if t >= T or not (f.any() and s.any()):
+        if not (f.any() and s.any()):
             continue
         c = np.corrcoef(v[m, t], G[m, t])[0, 1]
         print(

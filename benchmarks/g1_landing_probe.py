@@ -20,6 +20,7 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+from g1_training_distribution import play_episodes
 
 from bcg.transfer.policy import load_policy
 
@@ -42,39 +43,30 @@ def landing_traces(policy, envs: int, seed: int):
     env = dataclasses.replace(policy.env, start="first")
     feet = env.foot_geom_ids
     half = len(feet) // 2  # left spheres first
-    T = int(env.episode_length)
 
-    def one(key):
-        def body(c, _):
-            d, alive = c
-            a = policy.fn(env.observe(d)[None])[0]
-            nd, _, _ = env.plain_step(d, a)
-            kin = env.kinematics(nd)
-            left = kin.geom_xpos[feet[:half]].mean(0)
-            right = kin.geom_xpos[feet[half:]].mean(0)
-            centre = 0.5 * (left + right)
-            R = kin.xmat[env.tracked_body_ids[0]].reshape(3, 3)
-            row = [
-                nd.qpos[0] - centre[0],
-                nd.qpos[1] - centre[1],
-                left[0] - right[0],
-                left[1] - right[1],
-                jnp.arctan2(-R[2, 0], R[2, 2]),
-                jnp.arctan2(R[2, 1], R[2, 2]),
-                nd.qvel[0],
-                nd.qvel[1],
-                nd.qpos[2],
-                jnp.min(kin.geom_xpos[feet, 2]),
-            ]
-            alive = alive & ~env.fell(nd)  # (the flag after the step: a fall on it counts)
-            return (nd, alive), (jnp.stack(row), alive)
-
-        _, out = jax.lax.scan(body, (env.initial_data(key), jnp.array(True)), None, T)
-        return out
+    def record(d, obs, a, nd):
+        kin = env.kinematics(nd)
+        left = kin.geom_xpos[feet[:half]].mean(0)
+        right = kin.geom_xpos[feet[half:]].mean(0)
+        centre = 0.5 * (left + right)
+        R = kin.xmat[env.tracked_body_ids[0]].reshape(3, 3)
+        row = [
+            nd.qpos[0] - centre[0],
+            nd.qpos[1] - centre[1],
+            left[0] - right[0],
+            left[1] - right[1],
+            jnp.arctan2(-R[2, 0], R[2, 2]),
+            jnp.arctan2(R[2, 1], R[2, 2]),
+            nd.qvel[0],
+            nd.qvel[1],
+            nd.qpos[2],
+            jnp.min(kin.geom_xpos[feet, 2]),
+        ]
+        return jnp.stack(row)
 
     keys = jax.random.split(jax.random.PRNGKey(seed), envs)
-    traces, alive = jax.jit(jax.vmap(one))(keys)
-    return np.asarray(traces), np.asarray(alive)
+    alive, traces = play_episodes(env, lambda o: policy.fn(o[None])[0], keys, record)
+    return traces, alive
 
 
 def main(argv=None):

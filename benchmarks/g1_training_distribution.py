@@ -32,6 +32,35 @@ from bcg.envs.g1 import randomization as g1r
 from bcg.transfer.policy import load_policy
 
 
+def play_episodes(env, act, keys, record=None, prepare=None):
+    """One episode per key from ``env.initial_data(key)`` (``prepare(d)`` applied first), each
+    played ``env.episode_length`` control steps with ``act(obs) -> action`` and the plain step.
+    Returns ``(alive, records)``: ``alive`` (E, T), whether the episode is still up after each
+    step (:meth:`fell`: root below 0.3 m; a fallen episode keeps stepping), and ``records``, the
+    stacked ``record(d, obs, action, next_d)`` of every step (None without ``record``)."""
+    T = int(env.episode_length)
+
+    def one(key):
+        d = env.initial_data(key)
+        if prepare is not None:
+            d = prepare(d)
+
+        def body(c, _):
+            d, alive = c
+            obs = env.observe(d)
+            a = act(obs)
+            nd, _, _ = env.plain_step(d, a)
+            out = None if record is None else record(d, obs, a, nd)
+            alive = alive & ~env.fell(nd)
+            return (nd, alive), (alive, out)
+
+        _, (alive, out) = jax.lax.scan(body, (d, jnp.array(True)), None, T)
+        return alive, out
+
+    alive, out = jax.jit(jax.vmap(one))(keys)
+    return np.asarray(alive), jax.tree_util.tree_map(np.asarray, out)
+
+
 def episode_falls(policy, envs: int, seed: int, neutral=(), latency=None, reset_noise=True):
     """Per environment: (fell, steps survived) of ``envs`` training-distribution episodes
     (``reset_noise=False``: every episode starts on the reference's first frame)."""
@@ -48,31 +77,19 @@ def episode_falls(policy, envs: int, seed: int, neutral=(), latency=None, reset_
         )
     if latency is not None and "latency" not in layout:
         raise ValueError("--latency needs an env that draws latency")
-    T = int(env.episode_length)
 
-    def one(key):
-        d = env.initial_data(key)
+    def prepare(d):
         ud = d.userdata
         for name in neutral:
             a = 1 + g1r._block_start(m, name)
             ud = ud.at[a : a + layout[name]].set(0.5)
         if latency is not None:
             ud = ud.at[1 + g1r._block_start(m, "latency")].set(0.99 if latency else 0.0)
-        d = d.replace(userdata=ud)
-
-        def body(c, _):
-            d, alive, steps = c
-            a = policy.fn(env.observe(d)[None])[0]
-            nd, _, _ = env.plain_step(d, a)
-            alive = alive & ~env.fell(nd)
-            return (nd, alive, steps + alive), None
-
-        (_, alive, steps), _ = jax.lax.scan(body, (d, jnp.array(True), jnp.array(0)), None, T)
-        return ~alive, steps
+        return d.replace(userdata=ud)
 
     keys = jax.random.split(jax.random.PRNGKey(seed), envs)
-    fell, steps = jax.jit(jax.vmap(one))(keys)
-    return np.asarray(fell), np.asarray(steps), env.sim.control_dt
+    alive, _ = play_episodes(env, lambda o: policy.fn(o[None])[0], keys, prepare=prepare)
+    return ~alive[:, -1], alive.sum(1), env.sim.control_dt
 
 
 def main(argv=None):
