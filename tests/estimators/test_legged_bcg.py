@@ -184,6 +184,58 @@ def test_limb_offsets_never_move_the_base_or_cold_limbs(biped, stepped):
     assert np.std(np.asarray(chain.dq)[:, FLOATING]) > 1e-4
 
 
+def test_normal_scale_scales_only_the_normal_offset(biped, stepped):
+    """normal_scale s: the position noise of a hot foot keeps its tangential components and
+    has s times its component along the foot's contact normal (the floor's z); the foot centre
+    then moves (J dq) in the tangent plane only at s = 0, and along z at s = 1."""
+    d, _ = stepped
+    feet = jnp.array([False, True, True])
+
+    def offs_at(d, scale):
+        return jax.jit(
+            lambda d: offsets.limb_offsets(
+                biped,
+                d,
+                feet,
+                jax.random.PRNGKey(3),
+                sigma_p=0.01,
+                sigma_v=0.02,
+                max_dq=None,
+                max_dqd=None,
+                normal_scale=scale,
+                **KW,
+            )
+        )(d)
+
+    def offs(scale):
+        return offs_at(d, scale)
+
+    n = np.asarray(jax.jit(lambda d: offsets.group_normals(biped, d))(d))
+    np.testing.assert_allclose(np.abs(n[1:]), [[0, 0, 1], [0, 0, 1]], atol=1e-9)
+    iso, half, flat = offs(1.0), offs(0.5), offs(0.0)
+    dp1, dph, dp0 = (np.asarray(o.dp).reshape(64, 3, 3) for o in (iso, half, flat))
+    np.testing.assert_allclose(dp0[..., :2], dp1[..., :2], rtol=1e-12)  # tangential kept
+    np.testing.assert_allclose(dph[..., 2], 0.5 * dp1[..., 2], rtol=1e-12)
+    assert np.all(dp0[:, 1:, 2] == 0) and np.std(dp1[:, 1:, 2]) > 5e-3
+    # knees bent (feet still 1 mm into the floor), so a foot can move in z
+    from mujoco import mjx
+
+    q = np.array(d.qpos)
+    q[:7] = [0, 0, 0.559, 1, 0, 0, 0]  # 0.05 + 2 x 0.25 cos 0.4 + 0.05 - 0.001
+    q[7:11] = [0.4, -0.8, 0.4, -0.8]
+    bent = jax.jit(lambda d: mjx.forward(biped.mjx_model, d))(d.replace(qpos=jnp.asarray(q)))
+    J = np.asarray(jax.jit(lambda d: offsets.group_jacobians(biped, d))(bent))
+    for g, cols in ((1, LEFT), (2, RIGHT)):
+        assert np.linalg.matrix_rank(J[g][[0, 2]][:, cols]) == 2
+    flat, iso = offs_at(bent, 0.0), offs_at(bent, 1.0)
+    for g in (1, 2):
+        move0 = np.asarray(flat.dq) @ J[g].T  # (B, 3) foot-centre displacement
+        move1 = np.asarray(iso.dq) @ J[g].T
+        # up to the damped pseudo-inverse's cross-talk (lambda 1e-4 on a bent leg)
+        assert np.max(np.abs(move0[:, 2])) < 0.1 * np.max(np.abs(move0[:, 0]))
+        assert np.std(move1[:, 2]) > 5e-3
+
+
 def test_clamps_hold(biped, stepped):
     d, _ = stepped
     offs = jax.jit(

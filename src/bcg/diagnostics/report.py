@@ -325,7 +325,7 @@ def run_report(
     }
     ref = None
     if reference:
-        ref = _reference(problem, seed, ref_batch_factor, h_vel, h_ctrl)
+        ref = problem_reference(problem, seed, ref_batch_factor, h_vel, h_ctrl)
         out["reference"] = {
             "gradient": ref.tolist(),
             "batch": problem.batch * ref_batch_factor,
@@ -368,7 +368,9 @@ def run_report(
     return out
 
 
-def _reference(problem: GradProblem, seed, factor, h_vel, h_ctrl) -> np.ndarray:
+def problem_reference(
+    problem: GradProblem, seed=0, factor=4, h_vel=1e-2, h_ctrl=1e-2
+) -> np.ndarray:
     """Native-MuJoCo FD gradient of the MC mean over a larger batch of the same distribution."""
     p = problem
     if factor > 1:

@@ -143,6 +143,7 @@ class BCG:
     perturb: str = "limb"
     max_dq: float | None = 0.1
     max_dqd: float | None = 0.5
+    normal_scale: float = 1.0
     new_groups: bool = True
     damping: float = 1e-4
     capacity: int | float | None = None
@@ -163,6 +164,8 @@ class BCG:
             _check_pos("tau", self.tau, allow_zero=True)
         if self.stiff_timeconst not in ("auto", None):
             _check_pos("stiff_timeconst", self.stiff_timeconst)
+        if not (isinstance(self.normal_scale, (int, float)) and 0 <= self.normal_scale <= 1):
+            raise ValueError(f"normal_scale must be a number in [0, 1], got {self.normal_scale!r}")
         for clamp in ("max_dq", "max_dqd"):
             if getattr(self, clamp) is not None:
                 _check_pos(clamp, getattr(self, clamp))
@@ -210,6 +213,7 @@ class BCG:
             antithetic=self.antithetic if antithetic is None else antithetic,
             max_dq=self.max_dq,
             max_dqd=self.max_dqd,
+            normal_scale=self.normal_scale,
         )
 
     def offsets(self, sim: Sim, data, hot: trigger.Hot, key) -> offsets.Offsets:

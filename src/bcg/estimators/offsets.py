@@ -63,9 +63,25 @@ def _clip(x, bound):
     return x if bound is None else jnp.clip(x, -bound, bound)
 
 
-def _from_map(Mt, key, *, num_branches, sigma_p, sigma_v, antithetic, max_dq, max_dqd, **_):
-    """Offsets for the map M = ``Mt.T`` (nv, r): noise, joint offsets, clamps, stop_gradient."""
+def normal_scaling(normals, scale):
+    """(3k, 3k) block-diagonal map S = diag_j(I - (1 - scale) n_j n_j^T) for k unit normals
+    ``normals`` (k, 3): it scales the component of a Cartesian offset along n_j by ``scale``
+    and keeps the tangential ones."""
+    n = normals / jnp.maximum(jnp.linalg.norm(normals, axis=-1, keepdims=True), 1e-12)
+    blocks = jnp.eye(3, dtype=n.dtype) - (1.0 - scale) * n[:, :, None] * n[:, None, :]
+    k = n.shape[0]
+    eye = jnp.eye(k, dtype=n.dtype)
+    return (eye[:, None, :, None] * blocks[:, :, None, :]).reshape(3 * k, 3 * k)
+
+
+def _from_map(
+    Mt, key, *, num_branches, sigma_p, sigma_v, antithetic, max_dq, max_dqd, dp_map=None, **_
+):
+    """Offsets for the map M = ``Mt.T`` (nv, r): noise (positions through the symmetric
+    ``dp_map`` when given), joint offsets, clamps, stop_gradient."""
     dp, dv = branch_noise(key, num_branches, Mt.shape[0], sigma_p, sigma_v, antithetic, Mt.dtype)
+    if dp_map is not None:
+        dp = dp @ dp_map
     sg = jax.lax.stop_gradient
     dq, dqd = _clip(dp @ Mt, max_dq), _clip(dv @ Mt, max_dqd)
     return Offsets(sg(dq), sg(dqd), sg(dp), sg(dv), sg(Mt.T))
@@ -78,6 +94,9 @@ def chain_offsets(sim: Sim, data, contacts, key, **kw) -> Offsets:
     J = contact_jacobians(m, data) * contacts[:, None, None].astype(data.qpos.dtype)
     J = J.reshape(-1, m.nv)
     A = J @ J.T + kw["damping"] * jnp.eye(J.shape[0], dtype=J.dtype)
+    scale = kw.get("normal_scale", 1.0)
+    if scale != 1.0:
+        kw = {**kw, "dp_map": normal_scaling(mjx_compat.contacts(data).frame[:, 0], scale)}
     return _from_map(jnp.linalg.solve(A, J), key, **kw)  # (J J^T + lambda I)^-1 J = M^T
 
 
@@ -109,6 +128,20 @@ def group_jacobians(sim: Sim, data) -> jax.Array:
     return jac * jnp.asarray(limb_columns(sim.mj_model), jac.dtype)[:, None, :]
 
 
+def group_normals(sim: Sim, data) -> jax.Array:
+    """(G, 3) contact normal of each group: that of its deepest contact slot (the normal's
+    sign is irrelevant to :func:`normal_scaling`); a group without slots gets z."""
+    member = group_membership(sim, data) > 0  # (G, ncon)
+    con = mjx_compat.contacts(data)
+    if member.shape[1] == 0:
+        return jnp.tile(jnp.asarray([0.0, 0.0, 1.0], data.qpos.dtype), (member.shape[0], 1))
+    dist = jnp.where(member, con.dist[None], jnp.inf)
+    deepest = jnp.argmin(dist, axis=1)
+    n = con.frame[deepest, 0]
+    z = jnp.asarray([0.0, 0.0, 1.0], n.dtype)
+    return jnp.where(jnp.any(member, axis=1, keepdims=True), n, z)
+
+
 def limb_offsets(sim: Sim, data, groups, key, **kw) -> Offsets:
     """Offsets of the limbs of the groups in ``groups`` (G,) bool, r = 3 G (same keywords as
     :func:`chain_offsets`)."""
@@ -116,4 +149,7 @@ def limb_offsets(sim: Sim, data, groups, key, **kw) -> Offsets:
     G, _, nv = J.shape
     A = J @ jnp.swapaxes(J, 1, 2) + kw["damping"] * jnp.eye(3, dtype=J.dtype)  # (G, 3, 3)
     Mt = jnp.linalg.solve(A, J).reshape(3 * G, nv)  # blocks (J_g J_g^T + lambda I)^-1 J_g
+    scale = kw.get("normal_scale", 1.0)
+    if scale != 1.0 and G:
+        kw = {**kw, "dp_map": normal_scaling(group_normals(sim, data), scale)}
     return _from_map(Mt, key, **kw)
