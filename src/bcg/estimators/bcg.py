@@ -117,6 +117,10 @@ class BCG:
         code) or ``"chain"`` (stacked contact Jacobians w.r.t. every dof; the paper's text).
       max_dq, max_dqd: per-dof clamps of the joint offsets (rad or m; rad/s or m/s), None for
         none (the authors' code: 0.1 and 0.5).
+      normal_scale: s in [0, 1]: the position noise dp of a group (limb) or contact (chain)
+        keeps its tangential components and s times its component along the contact normal n,
+        dp <- (I - (1 - s) n n^T) dp (1: isotropic, the paper; 0: tangential only, so no branch
+        starts deeper in, or lifted off, a stiff surface it is pressed against).
       new_groups: with limb offsets, a branch in which a group becomes hot mid-bundle perturbs
         that group from its own state (at the start of the next bundle step).
       damping: lambda of the damped pseudo-inverse (paper 1e-4).
@@ -164,7 +168,8 @@ class BCG:
             _check_pos("tau", self.tau, allow_zero=True)
         if self.stiff_timeconst not in ("auto", None):
             _check_pos("stiff_timeconst", self.stiff_timeconst)
-        if not (isinstance(self.normal_scale, (int, float)) and 0 <= self.normal_scale <= 1):
+        ns = self.normal_scale
+        if isinstance(ns, bool) or not (isinstance(ns, (int, float)) and 0 <= ns <= 1):
             raise ValueError(f"normal_scale must be a number in [0, 1], got {self.normal_scale!r}")
         for clamp in ("max_dq", "max_dqd"):
             if getattr(self, clamp) is not None:

@@ -20,6 +20,11 @@ Two choices of J:
 * :func:`chain_offsets` (the paper's text): the stacked relative Jacobians of every hot contact
   (3 ncon x nv) w.r.t. all dofs, so the floating base moves too.
 
+With ``normal_scale`` s < 1 the position noise is dp_i <- S dp_i, S = diag_g(I - (1 - s) n_g n_g^T)
+(:func:`normal_scaling`), n_g the contact normal of group g (:func:`group_normals`) or of each
+contact (chain): the component of the offset that pushes a foot into (or lifts it off) the
+surface it is pressed against is scaled by s, the tangential ones are kept.
+
 All outputs are constants for autodiff (``stop_gradient``).
 """
 
