@@ -15,6 +15,8 @@ and each estimator (``analytic`` and ``bcg``, built from the run's settings):
   interleaved (``--repeats`` rounds), after compilation; ``compile_seconds``: the first call;
   or ``seconds_per_gradient`` (``--timing gradient``): the same for the actor-window gradient
   pass alone (the per-environment gradients), which skips compiling the iterations;
+* with ``--keys K``, ``summed_variance_per_key`` and ``summed_variance_median``: the same
+  metric from the same states with K keys (the first is ``summed_variance``'s);
 * ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
   the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
   (at the first point; a later point reuses the compiled function; with the persistent
@@ -95,6 +97,13 @@ def main(argv=None):
         help="compile from scratch (the compile seconds are then comparable)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--keys",
+        type=int,
+        default=1,
+        help="also the summed variance with K-1 further keys from the same states (heavy-tailed "
+        "estimators vary by orders of magnitude between draws): per key and the median",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout")
     p.add_argument("--out", default="results/g1_policy_gradient/g1_policy_gradient.json")
     a = p.parse_args(argv)
@@ -157,6 +166,16 @@ def main(argv=None):
                 "window_bundled_fraction": float(stats.bundled) / n_env_steps,
                 "window_triggered_fraction": float(stats.triggered) / n_env_steps,
             }
+            if a.keys > 1:  # the same states with other draws (branch offsets, action noise)
+                per_key = [entry[name]["summed_variance"]]
+                for k in range(1, a.keys):
+                    Gk, _ = jax.block_until_ready(
+                        grads[name](states[name], jax.random.fold_in(key, k))
+                    )
+                    fk = _flat(Gk)
+                    per_key.append(summed_variance(fk[np.all(np.isfinite(fk), 1)]))
+                entry[name]["summed_variance_per_key"] = per_key
+                entry[name]["summed_variance_median"] = float(np.median(per_key))
             print(f"[{label}] {name}: {entry[name]}", file=log, flush=True)
         if a.timing == "iteration":
             fns = iterations
@@ -188,6 +207,10 @@ def main(argv=None):
             entry[name]["timed_seconds"] = times[name]
         an, bc = entry["analytic"], entry["bcg"]
         entry["variance_ratio"] = an["summed_variance"] / max(bc["summed_variance"], 1e-300)
+        if a.keys > 1:
+            entry["variance_ratio_median"] = an["summed_variance_median"] / max(
+                bc["summed_variance_median"], 1e-300
+            )
         tkey = "seconds_per_iteration" if a.timing == "iteration" else "seconds_per_gradient"
         entry["time_ratio"] = bc[tkey] / an[tkey]
         print(
