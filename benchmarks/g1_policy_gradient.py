@@ -111,6 +111,15 @@ def main(argv=None):
     if a.no_compile_cache:
         jax.config.update("jax_enable_compilation_cache", False)
     print("command: python " + " ".join(sys.argv), file=log, flush=True)
+    maps = Path("/proc/sys/vm/max_map_count")
+    if jax.default_backend() == "cpu" and maps.exists() and int(maps.read_text()) < 262144:
+        print(
+            f"warning: vm.max_map_count is {maps.read_text().strip()}: compiling the bcg SHAC "
+            "iteration may fail with 'LLVM compilation error: Cannot allocate memory' "
+            "(docs/troubleshooting.md)",
+            file=log,
+            flush=True,
+        )
     run_dir = Path(a.run)
     run = json.loads((run_dir / "run.json").read_text())
     if run["learner"] != "shac":
