@@ -205,6 +205,41 @@ def test_bundle_step_is_the_mean_of_branches(sim):
     assert not np.allclose(J_st, np.asarray(J_fo), rtol=1e-2)
 
 
+def test_blend_weights_plain_step_and_bundle_mean(sim):
+    """``blend=b``: a triggered step returns x_plain + w (x_bar - x_plain) with
+    w = clip((L / tau - 1) / b, 0, 1) from the step's load L (here strictly between 0 and 1),
+    and its Jacobian is (1 - w) F_x + w J_bar (w a constant); below tau nothing bundles."""
+    x0 = jnp.array([0.102, -1.0])
+    d = jax.tree_util.tree_map(lambda a: a[0], _batch(sim, [0.0], [0.0]))
+    d = d.replace(qpos=x0[:1], qvel=x0[1:])
+    plain, forces = jax.jit(lambda d: bs.control_step(sim, d, jnp.zeros(0), per_substep=True))(d)
+    load = float(jnp.max(BCG().trigger_rule.loads(sim, plain, forces)[0]))
+    tau, b = 0.6 * load, 1.0
+    w = (load / tau - 1.0) / b
+    assert 0.2 < w < 0.9
+    sharp = BCG(num_branches=4, horizon=1, tau=tau)
+    soft = dataclasses.replace(sharp, blend=b)
+
+    def plain_step(x):
+        dd = d.replace(qpos=x[:1], qvel=x[1:])
+        out = bs.control_step(sim, dd, jnp.zeros(0))[0]
+        return jnp.concatenate([out.qpos, out.qvel])
+
+    mean, _ = jax.jit(lambda x: _one_step(sim, sharp, x))(x0)
+    out, trig = jax.jit(lambda x: _one_step(sim, soft, x))(x0)
+    assert int(trig) == 1
+    np.testing.assert_allclose(out, plain_step(x0) + w * (mean - plain_step(x0)), rtol=1e-9)
+    J_mean = jax.jit(jax.jacrev(lambda x: _one_step(sim, sharp, x)[0]))(x0)
+    J_plain = jax.jit(jax.jacrev(plain_step))(x0)
+    J_soft = jax.jit(jax.jacrev(lambda x: _one_step(sim, soft, x)[0]))(x0)
+    np.testing.assert_allclose(J_soft, (1 - w) * J_plain + w * J_mean, rtol=1e-7, atol=1e-9)
+    assert not np.allclose(J_mean, J_plain, rtol=1e-2)  # the blend is not trivially either
+    cold = dataclasses.replace(soft, tau=1.01 * load)
+    out_cold, trig_cold = jax.jit(lambda x: _one_step(sim, cold, x))(x0)
+    assert int(trig_cold) == 0
+    np.testing.assert_allclose(out_cold, plain_step(x0), rtol=1e-12)
+
+
 def test_branch_clip_scales_outlier_branches(sim):
     """``branch_clip=c``: the vector-Jacobian product of a bundle step is
     sum_i clip_c(J_i^T w / B), each branch's start-state cotangent scaled to at most c times the
@@ -284,6 +319,8 @@ def test_offsets_follow_the_contact_chain(sim, perturb):
         ({"max_dqd": -1.0}, "max_dqd"),
         ({"new_groups": 1}, "new_groups"),
         ({"branch_clip": 0.0}, "branch_clip"),
+        ({"blend": 0.0}, "blend"),
+        ({"normal_scale": 1.5}, "normal_scale"),
     ],
 )
 def test_bad_parameters(kw, match):

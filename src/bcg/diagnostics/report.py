@@ -147,7 +147,7 @@ def task_problem(task, stiffness, *, batch: int, seed: int = 0, horizon=None) ->
 # --------------------------------------------------------------------------- gradients
 
 
-def _objective_fn(problem: GradProblem, est):
+def objective_function(problem: GradProblem, est):
     """fn(mx, theta (N, dim), qpos0, qvel0, ctrl, key, offset) -> (sum_b J_b, (J, stats)) for a
     step-level estimator; the N samples are samples offset .. offset + N - 1 of the batch."""
     sim, spec = problem.sim, problem.spec
@@ -174,7 +174,8 @@ def gradient_function(problem: GradProblem, est):
     N samples are samples offset .. offset + N - 1 of a batch drawn with ``key`` and get that
     batch's random numbers (pass ``offset`` as a uint32 array: one compilation for every
     chunk). ``stats``: StepStats summed over the N samples, leading axis T."""
-    fn = _objective_fn(problem, est if not isinstance(est, E.ObjectiveLevel) else E.PlainStep())
+    step_est = est if not isinstance(est, E.ObjectiveLevel) else E.PlainStep()
+    fn = objective_function(problem, step_est)
     dim = problem.dim
 
     if isinstance(est, E.ObjectiveLevel):

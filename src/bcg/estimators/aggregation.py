@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 
 from bcg.sim.model import Sim
-from bcg.sim.step import differentiate_qpos, integrate_qpos_linear, mean_data
+from bcg.sim.step import differentiate_qpos, integrate_qpos, integrate_qpos_linear, mean_data
 
 __all__ = ["branch_mean", "clip_branch_cotangents", "stein_attach", "stein_detach"]
 
@@ -73,6 +73,22 @@ def stein_attach(sim: Sim, mean, stepped, anchor, noise):
 def branch_mean(sim: Sim, stepped):
     """The bundle state: :func:`bcg.sim.step.mean_data` over the leading branch axis."""
     return mean_data(sim, stepped)
+
+
+def blend_states(sim: Sim, plain, mean, w):
+    """The state between one environment's plain step and its bundle mean (state tuples with
+    fields qpos, qvel, act, qacc_warmstart; same type returned):
+
+        q = q_plain (+) w (q_bar (-) q_plain),   y = y_plain + w (y_bar - y_plain)
+
+    for the other fields; exactly ``mean`` at w = 1 and ``plain`` at w = 0."""
+    dq = differentiate_qpos(sim, plain.qpos, mean.qpos)
+    qpos = jnp.where(w >= 1, mean.qpos, integrate_qpos(sim, plain.qpos, w * dq))
+    rest = {
+        f: getattr(plain, f) + w * (getattr(mean, f) - getattr(plain, f))
+        for f in ("qvel", "act", "qacc_warmstart")
+    }
+    return type(mean)(qpos=qpos, **rest)
 
 
 def clip_branch_cotangents(tree, factor: float):

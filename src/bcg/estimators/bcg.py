@@ -75,6 +75,7 @@ class BundleCarry(NamedTuple):
     anchor: jax.Array  # (2r,) Cartesian coordinates s of the start state (value 0; "stein")
     noise: jax.Array  # (B, 2r) [dp / sigma_p^2, dv / sigma_v^2] of the bundle ("stein")
     perturbed: jax.Array  # (B, G) bool: groups already perturbed in each branch
+    weight: jax.Array  # float: the bundle's blend weight w (1 without ``blend``)
 
 
 class _Book(NamedTuple):
@@ -84,6 +85,7 @@ class _Book(NamedTuple):
     anchor: jax.Array
     noise: jax.Array
     perturbed: jax.Array
+    weight: jax.Array
 
 
 def _check_int(name, v, lo):
@@ -121,6 +123,10 @@ class BCG:
         keeps its tangential components and s times its component along the contact normal n,
         dp <- (I - (1 - s) n n^T) dp (1: isotropic, the paper; 0: tangential only, so no branch
         starts deeper in, or lifted off, a stiff surface it is pressed against).
+      blend: None (the paper: the bundle mean replaces the state), or b > 0: the state is
+        x = x_plain (+) w (x_bar (-) x_plain), w = clip((L / tau - 1) / b, 0, 1) fixed for the
+        bundle from its trigger load L (the hottest group's, or contact's, load), with w a
+        constant for autodiff; the rollout is then continuous where the trigger switches.
       new_groups: with limb offsets, a branch in which a group becomes hot mid-bundle perturbs
         that group from its own state (at the start of the next bundle step).
       damping: lambda of the damped pseudo-inverse (paper 1e-4).
@@ -148,6 +154,7 @@ class BCG:
     max_dq: float | None = 0.1
     max_dqd: float | None = 0.5
     normal_scale: float = 1.0
+    blend: float | None = None
     new_groups: bool = True
     damping: float = 1e-4
     capacity: int | float | None = None
@@ -190,6 +197,8 @@ class BCG:
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if self.branch_clip is not None:
             _check_pos("branch_clip", self.branch_clip)
+        if self.blend is not None:
+            _check_pos("blend", self.blend)
         if self.gradient not in ("first-order", "stein"):
             raise ValueError(f"gradient must be 'first-order' or 'stein', got {self.gradient!r}")
         if self.gradient == "stein" and self.num_branches < 2:
@@ -250,6 +259,7 @@ class BCG:
             jnp.zeros(lead + (R,), z),
             jnp.zeros(lead + (B, R), z),
             jnp.zeros(lead + (B, G), bool),
+            jnp.ones(lead, z),
         )
 
     # ------------------------------------------------------------------ one environment
@@ -274,7 +284,7 @@ class BCG:
         )
         return br, perturbed | fresh
 
-    def _branch_start(self, sim: Sim, carry: BundleCarry, plain, hot: trigger.Hot, key):
+    def _branch_start(self, sim: Sim, carry: BundleCarry, plain, hot: trigger.Hot, w_new, key):
         """Branch states (B) one environment steps from: a new bundle's perturbed copies of the
         state before the step (offsets from the hot groups after the plain step), or the
         running bundle's branches; and the bundle's bookkeeping."""
@@ -304,12 +314,13 @@ class BCG:
         start_groups = jnp.broadcast_to(hot.groups, carry.perturbed.shape)
         perturbed = jnp.where(in_bundle, carry.perturbed, start_groups)
         remaining = jnp.where(in_bundle, carry.remaining - 1, self.horizon - 1)
+        weight = jnp.where(in_bundle, carry.weight, w_new)
         inputs = jax.vmap(lambda b: d.replace(**b._asdict()))(br)
-        return inputs, _Book(remaining, anchor, noise, perturbed)
+        return inputs, _Book(remaining, anchor, noise, perturbed, weight)
 
     def _branch_finish(self, sim: Sim, stepped, forces, book: _Book, key):
         """One environment's bundle after its branches stepped: (mean state, branch states to
-        continue from, remaining steps, anchor, noise, perturbed groups)."""
+        continue from, remaining steps, anchor, noise, perturbed groups, blend weight)."""
         mean = aggregation.branch_mean(sim, stepped)
         if self.gradient == "stein":
             mean = aggregation.stein_attach(sim, mean, stepped, book.anchor, book.noise)
@@ -320,7 +331,27 @@ class BCG:
             )
         else:
             new_br = BranchState.of(stepped)
-        return BranchState.of(mean), new_br, book.remaining, book.anchor, book.noise, perturbed
+        return (
+            BranchState.of(mean),
+            new_br,
+            book.remaining,
+            book.anchor,
+            book.noise,
+            perturbed,
+            book.weight,
+        )
+
+    def blend_weight(self, sim: Sim, plain, forces) -> jax.Array:
+        """w = clip((L / tau - 1) / blend, 0, 1) of one environment after its plain step (1
+        without ``blend``), L its trigger load: the hottest group's (group modes) or contact's
+        (``"contact"``) load in newtons. A constant for autodiff."""
+        if self.blend is None:
+            return jnp.ones((), plain.qpos.dtype)
+        group_load, contact_load = self.trigger_rule.loads(sim, plain, forces)
+        load = contact_load if self.trigger == "contact" else group_load
+        L = jnp.max(load, initial=0.0)
+        w = jnp.clip((L / self.tau_newton(sim) - 1.0) / self.blend, 0.0, 1.0)
+        return jax.lax.stop_gradient(w.astype(plain.qpos.dtype))
 
     # ------------------------------------------------------------------ the step
 
@@ -350,8 +381,9 @@ class BCG:
             priority = 2 * in_bundle.astype(jnp.int32) + trig.astype(jnp.int32)
             idx, used, overflow = slots.select_slots(priority, C)
             take = functools.partial(tmap, lambda x: x[idx])
+            w_new = jax.vmap(lambda d, f: self.blend_weight(sim, d, f))(take(plain), forces[idx])
             inputs, book = jax.vmap(lambda *a: self._branch_start(sim, *a))(
-                take(carry), take(plain), take(hot), keys[idx]
+                take(carry), take(plain), take(hot), w_new, keys[idx]
             )
             u = jnp.broadcast_to(ctrl[idx][:, None], (C, B) + ctrl.shape[1:])
             if self.branch_clip is not None:
@@ -380,6 +412,7 @@ class BCG:
             jnp.zeros_like(carry.anchor),
             carry.noise,
             carry.perturbed,
+            carry.weight,
         )
         selected = jnp.zeros((E,), bool).at[idx].set(used)
 
@@ -387,14 +420,20 @@ class BCG:
             s = selected.reshape(selected.shape + (1,) * (full.ndim - 1))
             return jnp.where(s, full.at[idx].set(p.astype(full.dtype)), full)
 
-        mean, branches, remaining, anchor, noise, perturbed = tmap(merge, fallback, part)
+        mean, branches, remaining, anchor, noise, perturbed, weight = tmap(merge, fallback, part)
+        if self.blend is not None:
+            mean = jax.vmap(lambda p, m, w: aggregation.blend_states(sim, p, m, w))(
+                BranchState.of(plain), mean, weight
+            )
         data = plain.replace(**mean._asdict())
         stats = StepStats(
             triggered=jnp.sum(trig & selected).astype(jnp.int32),
             bundled=jnp.sum(selected).astype(jnp.int32),
             overflow=overflow,
         )
-        new = BundleCarry(data, branches, remaining.astype(jnp.int32), anchor, noise, perturbed)
+        new = BundleCarry(
+            data, branches, remaining.astype(jnp.int32), anchor, noise, perturbed, weight
+        )
         return new, stats
 
     @staticmethod
