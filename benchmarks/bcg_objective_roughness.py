@@ -6,14 +6,16 @@ differences of the same compiled forward rollout, one sample, several step sizes
 For one sample of a built-in gradient-report task (its states, objective and parameters as in
 ``bcg grad``, float64) and one key, prints J(theta), the autodiff gradient dJ/dtheta_i and
 (J(theta + h e_i) - J(theta - h e_i)) / (2 h) for h in ``--steps`` and each i in ``--dims``
-(default: the initial-velocity parameters), for ``analytic`` and each estimator in
-``--estimators``. A smooth objective gives the same number at every small h; a bundle whose
-trigger switches or whose branches run stiff transients does not.
+(default: the initial-velocity parameters), for ``analytic`` and each variant in
+``--variants`` (JSON ``{label: [estimator, parameters]}``). A smooth objective gives the same
+number at every small h; a bundle whose trigger switches or whose branches run stiff
+transients does not.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 
 import jax
@@ -36,7 +38,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=32, help="the batch the sample is drawn from")
     p.add_argument("--sample", type=int, default=0)
     p.add_argument("--key", type=int, default=0, help="the estimator's key (bcg grad --seed)")
-    p.add_argument("--estimators", default="bcg")
+    p.add_argument("--variants", default='{"bcg": ["bcg", {}]}')
     p.add_argument("--dims", default=None, help="comma-separated parameter indices")
     p.add_argument("--steps", default="1e-7,1e-5,1e-3,1e-2")
     a = p.parse_args(argv)
@@ -51,8 +53,9 @@ def main(argv=None):
     dims = range(k) if a.dims is None else [int(x) for x in a.dims.split(",")]
     steps = [float(x) for x in a.steps.split(",")]
     theta = jnp.zeros((1, problem.dim))
-    for name in ["analytic", *a.estimators.split(",")]:
-        fn = R.objective_function(problem, E.make(name))
+    variants = {"analytic": ["analytic", {}], **json.loads(a.variants)}
+    for name, (est, params) in variants.items():
+        fn = R.objective_function(problem, E.make(est, **params))
 
         def J(th, fn=fn):
             return fn(mx, th, q0, v0, ctrl, key, np.uint32(s))[0]
