@@ -344,13 +344,14 @@ class BCG:
     def blend_weight(self, sim: Sim, plain, forces) -> jax.Array:
         """w = clip((L / tau - 1) / blend, 0, 1) of one environment after its plain step (1
         without ``blend``), L its trigger load: the hottest group's (group modes) or contact's
-        (``"contact"``) load in newtons. A constant for autodiff."""
-        if self.blend is None:
+        (``"contact"``) load in newtons; 1 at tau = 0. A constant for autodiff."""
+        tau = self.tau_newton(sim)
+        if self.blend is None or tau <= 0:
             return jnp.ones((), plain.qpos.dtype)
         group_load, contact_load = self.trigger_rule.loads(sim, plain, forces)
         load = contact_load if self.trigger == "contact" else group_load
         L = jnp.max(load, initial=0.0)
-        w = jnp.clip((L / self.tau_newton(sim) - 1.0) / self.blend, 0.0, 1.0)
+        w = jnp.clip((L / tau - 1.0) / self.blend, 0.0, 1.0)
         return jax.lax.stop_gradient(w.astype(plain.qpos.dtype))
 
     # ------------------------------------------------------------------ the step
