@@ -4,7 +4,8 @@
 
 For each measured policy (``initial``: a fresh SHAC state; ``checkpoint-N``: a SHAC run's
 checkpoint, default ``runs/g1_numerics_stiff_analytic`` at iteration 50, g1_jump stiff 64 x 32)
-and each estimator (``analytic`` and ``bcg``, built from the run's settings):
+and each estimator (``analytic`` and ``bcg``, built from the run's settings; bcg by default
+with 12 slots and tau = 3 x the robot's weight, ``--tau-weights``, ``--bcg-params``):
 
 * ``summed_variance``: sum over the actor parameters of the variance across the 64 environments
   of the per-environment SHAC actor-loss gradients d L_e / d theta (one window of 32 steps from
@@ -50,7 +51,10 @@ from actor_gradient_variance import learner_state  # noqa: E402
 from bcg.diagnostics.report import bootstrap_interval, summed_variance  # noqa: E402
 from bcg.learners import harness, registry  # noqa: E402
 
-DEFAULT_BCG = {"capacity": 0.25}
+# 12 slots x B = 10 branches: at most 2 phases of 64 states per step; with tau at 3 x the
+# robot's weight (--tau-weights) the G1 jump needs at most 10 bundles per step
+# (results/g1_policy_gradient/trigger_loads.json), so nothing overflows
+DEFAULT_BCG = {"capacity": 12}
 
 
 def _strong(tree):
@@ -77,6 +81,13 @@ def main(argv=None):
     p.add_argument("--points", default="initial,checkpoint", help="initial and/or checkpoint")
     p.add_argument(
         "--bcg-params", default=json.dumps(DEFAULT_BCG), help="JSON keywords of the bcg estimator"
+    )
+    p.add_argument(
+        "--tau-weights",
+        type=float,
+        default=3.0,
+        help="bcg trigger threshold in multiples of the robot's weight, unless --bcg-params "
+        "sets tau",
     )
     p.add_argument("--repeats", type=int, default=3, help="interleaved timing rounds")
     p.add_argument(
@@ -124,7 +135,11 @@ def main(argv=None):
     run = json.loads((run_dir / "run.json").read_text())
     if run["learner"] != "shac":
         raise SystemExit(f"{run_dir} is a {run['learner']} run; this metric needs SHAC")
-    ests = {"analytic": ("analytic", {}), "bcg": ("bcg", json.loads(a.bcg_params))}
+    bcg_params = json.loads(a.bcg_params)
+    if "tau" not in bcg_params:
+        weight = registry.make_run_env(run).sim.total_weight()
+        bcg_params["tau"] = round(a.tau_weights * weight, 2)
+    ests = {"analytic": ("analytic", {}), "bcg": ("bcg", bcg_params)}
     learners = {}
     for name, (est, params) in ests.items():
         _, lrn = registry.build({**run, "estimator": est, "estimator_params": params})
