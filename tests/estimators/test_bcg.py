@@ -294,6 +294,11 @@ def test_offsets_follow_the_contact_chain(sim, perturb):
     off = Hot(jnp.zeros((1,), bool), jnp.zeros_like(fmax, bool))
     z = est.offsets(sim, d, off, jax.random.PRNGKey(1))[0]
     assert np.all(np.asarray(z) == 0)
+    # the slide moves the ball along the contact normal only: without the normal component
+    # (normal_scale=0) no position offset is left, the velocity offsets are unchanged
+    flat = dataclasses.replace(est, normal_scale=0.0).offsets(sim, d, on, jax.random.PRNGKey(1))
+    assert np.max(np.abs(np.asarray(flat.dq))) < 1e-12
+    np.testing.assert_allclose(np.asarray(flat.dqd), np.asarray(dqd), rtol=1e-12)
 
 
 @pytest.mark.parametrize(
