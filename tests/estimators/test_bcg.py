@@ -234,6 +234,9 @@ def test_blend_weights_plain_step_and_bundle_mean(sim):
     J_soft = jax.jit(jax.jacrev(lambda x: _one_step(sim, soft, x)[0]))(x0)
     np.testing.assert_allclose(J_soft, (1 - w) * J_plain + w * J_mean, rtol=1e-7, atol=1e-9)
     assert not np.allclose(J_mean, J_plain, rtol=1e-2)  # the blend is not trivially either
+    # the default carry has no weight leaf: checkpoints of runs without a blend keep their layout
+    batch = _batch(sim, [0.5], [0.0])
+    assert sharp.init(sim, batch).weight is None and soft.init(sim, batch).weight.shape == (1,)
     cold = dataclasses.replace(soft, tau=1.01 * load)
     out_cold, trig_cold = jax.jit(lambda x: _one_step(sim, cold, x))(x0)
     assert int(trig_cold) == 0

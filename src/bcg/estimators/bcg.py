@@ -75,7 +75,9 @@ class BundleCarry(NamedTuple):
     anchor: jax.Array  # (2r,) Cartesian coordinates s of the start state (value 0; "stein")
     noise: jax.Array  # (B, 2r) [dp / sigma_p^2, dv / sigma_v^2] of the bundle ("stein")
     perturbed: jax.Array  # (B, G) bool: groups already perturbed in each branch
-    weight: jax.Array  # float: the bundle's blend weight w (1 without ``blend``)
+    # float: the bundle's blend weight w; None without ``blend`` (no leaf: the carry, and so
+    # the checkpoints of runs without a blend, keep the layout they had before the option)
+    weight: jax.Array | None
 
 
 class _Book(NamedTuple):
@@ -85,7 +87,7 @@ class _Book(NamedTuple):
     anchor: jax.Array
     noise: jax.Array
     perturbed: jax.Array
-    weight: jax.Array
+    weight: jax.Array | None
 
 
 def _check_int(name, v, lo):
@@ -259,7 +261,7 @@ class BCG:
             jnp.zeros(lead + (R,), z),
             jnp.zeros(lead + (B, R), z),
             jnp.zeros(lead + (B, G), bool),
-            jnp.ones(lead, z),
+            None if self.blend is None else jnp.ones(lead, z),
         )
 
     # ------------------------------------------------------------------ one environment
@@ -314,7 +316,7 @@ class BCG:
         start_groups = jnp.broadcast_to(hot.groups, carry.perturbed.shape)
         perturbed = jnp.where(in_bundle, carry.perturbed, start_groups)
         remaining = jnp.where(in_bundle, carry.remaining - 1, self.horizon - 1)
-        weight = jnp.where(in_bundle, carry.weight, w_new)
+        weight = None if w_new is None else jnp.where(in_bundle, carry.weight, w_new)
         inputs = jax.vmap(lambda b: d.replace(**b._asdict()))(br)
         return inputs, _Book(remaining, anchor, noise, perturbed, weight)
 
@@ -382,7 +384,11 @@ class BCG:
             priority = 2 * in_bundle.astype(jnp.int32) + trig.astype(jnp.int32)
             idx, used, overflow = slots.select_slots(priority, C)
             take = functools.partial(tmap, lambda x: x[idx])
-            w_new = jax.vmap(lambda d, f: self.blend_weight(sim, d, f))(take(plain), forces[idx])
+            w_new = None
+            if self.blend is not None:
+                w_new = jax.vmap(lambda d, f: self.blend_weight(sim, d, f))(
+                    take(plain), forces[idx]
+                )
             inputs, book = jax.vmap(lambda *a: self._branch_start(sim, *a))(
                 take(carry), take(plain), take(hot), w_new, keys[idx]
             )
