@@ -135,15 +135,14 @@ def main(argv=None):
     run = json.loads((run_dir / "run.json").read_text())
     if run["learner"] != "shac":
         raise SystemExit(f"{run_dir} is a {run['learner']} run; this metric needs SHAC")
+    env, analytic = registry.build({**run, "estimator": "analytic", "estimator_params": {}})
     bcg_params = json.loads(a.bcg_params)
     if "tau" not in bcg_params:
-        weight = registry.make_run_env(run).sim.total_weight()
-        bcg_params["tau"] = round(a.tau_weights * weight, 2)
-    ests = {"analytic": ("analytic", {}), "bcg": ("bcg", bcg_params)}
-    learners = {}
-    for name, (est, params) in ests.items():
-        _, lrn = registry.build({**run, "estimator": est, "estimator_params": params})
-        learners[name] = lrn
+        bcg_params["tau"] = round(a.tau_weights * env.sim.total_weight(), 2)
+    learners = {
+        "analytic": analytic,
+        "bcg": registry.build({**run, "estimator": "bcg", "estimator_params": bcg_params})[1],
+    }
     measured = dict(learners)  # the gradient metric; the timing is of ``learners`` only
     if a.soft_floor:
         soft = {**run, "stiffness": "soft", "estimator": "analytic", "estimator_params": {}}
@@ -251,7 +250,7 @@ def main(argv=None):
             "settings": {
                 **vars(a),
                 "run": run,
-                "bcg": ests["bcg"][1],
+                "bcg": bcg_params,
                 "device": str(jax.devices()),
             },
             "points": points,
