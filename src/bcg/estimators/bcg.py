@@ -111,7 +111,7 @@ class BCG:
       horizon: H, control steps a bundle lasts (paper 2).
       sigma_p: Cartesian position offset std in metres (paper 0.01).
       sigma_v: Cartesian velocity offset std in m/s (paper 0.02).
-      tau: trigger threshold in newtons, or ``"auto"`` = 2 x total weight (paper 1.2 x).
+      tau: trigger threshold in newtons, or ``"auto"`` = 1.2 x total weight.
       trigger: ``"group-mean"`` (a group's mean total normal force over the control step, i.e.
         its impulse / control_dt), ``"group-peak"`` or ``"contact"`` (per-contact peak force,
         the paper's text); see :mod:`bcg.estimators.trigger`.
@@ -131,10 +131,7 @@ class BCG:
         constant for autodiff; the rollout is then continuous where the trigger switches.
       new_groups: with limb offsets, a branch in which a group becomes hot mid-bundle perturbs
         that group from its own state (at the start of the next bundle step).
-      damping: lambda of the damped pseudo-inverse, m^2 (paper 1e-4). A Cartesian direction
-        the limb moves s metres per unit joint motion (a singular value of J) is realised at
-        s^2 / (s^2 + lambda) of the requested offset: at 0.1, a near-straight leg's offset
-        along its own axis (s ~ 0.08 on the hopper) is mostly dropped, a slide's (s = 1) kept.
+      damping: lambda of the damped pseudo-inverse (paper 1e-4).
       capacity: bundle slots C per step: an int, a fraction of the batch in (0, 1], or None
         (C = E); environments that do not fit take the plain step (counted as overflow). The
         branches run in up to ceil(C B / E) phases of E states after the plain step, only
@@ -161,7 +158,7 @@ class BCG:
     normal_scale: float = 1.0
     blend: float | None = None
     new_groups: bool = True
-    damping: float = 0.1
+    damping: float = 1e-4
     capacity: int | float | None = None
     remat: bool = False
     antithetic: bool = False

@@ -56,8 +56,8 @@ def _alpha_order(sigma=0.05, num_samples=32, bias_threshold=float("inf")):
     return ObjectiveLevel(smoothing.alpha_order(sigma, num_samples, bias_threshold), "alpha-order")
 
 
-# default parameters of the BCG built-ins (the paper's B, H and sigmas; tau and the damping are
-# BCG's own defaults, docs/legged_bcg.md); the other factories' own keyword defaults are theirs
+# default parameters of the BCG built-ins (the paper's settings); the other factories' own
+# keyword defaults are theirs
 DEFAULTS = {
     "analytic": {},
     "bcg": {"num_branches": 10, "horizon": 2, "sigma_p": 0.01, "sigma_v": 0.02, "tau": "auto"},

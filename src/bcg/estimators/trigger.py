@@ -33,14 +33,13 @@ import numpy as np
 from bcg.sim import mjx_compat
 from bcg.sim.model import Sim
 
-TAU_AUTO_WEIGHT_FACTOR = 2.0  # auto tau = 2 x total weight (paper: 400 N, 1.2 x a 33 kg G1)
+TAU_AUTO_WEIGHT_FACTOR = 1.2  # auto tau = 1.2 x total weight (paper: 400 N on a 33 kg G1)
 STIFF_AUTO_STEPS = 3.0  # auto stiffness gate: contact time constant <= 3 physics steps
 MODES = ("group-mean", "group-peak", "contact")
 
 
 def resolve_tau(tau: float | str, sim: Sim) -> float:
-    """Trigger force in newtons: ``tau``, or 2 x total weight for ``"auto"`` (the paper uses
-    1.2 x; docs/legged_bcg.md measures both)."""
+    """Trigger force in newtons: ``tau``, or 1.2 x total weight for ``"auto"``."""
     if tau == "auto":
         return TAU_AUTO_WEIGHT_FACTOR * sim.total_weight()
     return float(tau)
@@ -111,7 +110,7 @@ class Trigger:
     """Which groups and contacts of an environment are hot after a control step.
 
     Args:
-      tau: threshold in newtons, or ``"auto"`` = 2 x the model's total weight.
+      tau: threshold in newtons, or ``"auto"`` = 1.2 x the model's total weight.
       stiff_timeconst: largest solref time constant (s) that may trigger, ``"auto"`` (3 physics
         steps) or None (any contact).
       mode: ``"group-mean"``, ``"group-peak"`` or ``"contact"`` (module docstring).
