@@ -184,6 +184,17 @@ def test_limb_offsets_never_move_the_base_or_cold_limbs(biped, stepped):
     assert np.std(np.asarray(chain.dq)[:, FLOATING]) > 1e-4
 
 
+def _bent(biped, d):
+    """``d`` with the knees bent and the feet still 1 mm into the floor (a foot can then move
+    along z), kinematics and contacts recomputed."""
+    from mujoco import mjx
+
+    q = np.array(d.qpos)
+    q[:7] = [0, 0, 0.559, 1, 0, 0, 0]  # 0.05 + 2 x 0.25 cos 0.4 + 0.05 - 0.001
+    q[7:11] = [0.4, -0.8, 0.4, -0.8]
+    return jax.jit(lambda d: mjx.forward(biped.mjx_model, d))(d.replace(qpos=jnp.asarray(q)))
+
+
 def test_normal_scale_scales_only_the_normal_offset(biped, stepped):
     """normal_scale s: the position noise of a hot foot keeps its tangential components and
     has s times its component along the foot's contact normal (the floor's z); the foot centre
@@ -217,13 +228,7 @@ def test_normal_scale_scales_only_the_normal_offset(biped, stepped):
     np.testing.assert_allclose(dp0[..., :2], dp1[..., :2], rtol=1e-12)  # tangential kept
     np.testing.assert_allclose(dph[..., 2], 0.5 * dp1[..., 2], rtol=1e-12)
     assert np.all(dp0[:, 1:, 2] == 0) and np.std(dp1[:, 1:, 2]) > 5e-3
-    # knees bent (feet still 1 mm into the floor), so a foot can move in z
-    from mujoco import mjx
-
-    q = np.array(d.qpos)
-    q[:7] = [0, 0, 0.559, 1, 0, 0, 0]  # 0.05 + 2 x 0.25 cos 0.4 + 0.05 - 0.001
-    q[7:11] = [0.4, -0.8, 0.4, -0.8]
-    bent = jax.jit(lambda d: mjx.forward(biped.mjx_model, d))(d.replace(qpos=jnp.asarray(q)))
+    bent = _bent(biped, d)
     J = np.asarray(jax.jit(lambda d: offsets.group_jacobians(biped, d))(bent))
     for g, cols in ((1, LEFT), (2, RIGHT)):
         assert np.linalg.matrix_rank(J[g][[0, 2]][:, cols]) == 2
@@ -234,6 +239,36 @@ def test_normal_scale_scales_only_the_normal_offset(biped, stepped):
         # up to the damped pseudo-inverse's cross-talk (lambda 1e-4 on a bent leg)
         assert np.max(np.abs(move0[:, 2])) < 0.1 * np.max(np.abs(move0[:, 0]))
         assert np.std(move1[:, 2]) > 5e-3
+
+
+def test_damping_realises_each_direction_at_its_damped_gain(biped, stepped):
+    """Unclamped, the realised foot-centre offset J dq along each left singular vector u_k of
+    the limb Jacobian (singular value s_k) is s_k^2 / (s_k^2 + lambda) times the requested
+    u_k^T dp (the damped pseudo-inverse; bcg.BCG's ``damping`` docstring)."""
+    d = _bent(biped, stepped[0])
+    J = np.asarray(jax.jit(lambda d: offsets.group_jacobians(biped, d))(d))[1]  # left foot
+    feet = jnp.array([False, True, False])
+    U, sv, _ = np.linalg.svd(J)
+    assert sv[-1] < 0.5 * sv[0]  # the bent leg is not isotropic: the gains differ
+    for lam in (1e-4, 0.1):
+        o = jax.jit(
+            lambda d, lam=lam: offsets.limb_offsets(
+                biped,
+                d,
+                feet,
+                jax.random.PRNGKey(4),
+                num_branches=64,
+                sigma_p=0.01,
+                sigma_v=0.02,
+                damping=lam,
+                antithetic=False,
+                max_dq=None,
+                max_dqd=None,
+            )
+        )(d)
+        requested = np.asarray(o.dp).reshape(64, 3, 3)[:, 1] @ U  # (B, 3) along u_k
+        realised = np.asarray(o.dq) @ J.T @ U
+        np.testing.assert_allclose(realised, requested * sv**2 / (sv**2 + lam), atol=1e-12)
 
 
 def test_clamps_hold(biped, stepped):
