@@ -249,7 +249,8 @@ def test_damping_realises_each_direction_at_its_damped_gain(biped, stepped):
     J = np.asarray(jax.jit(lambda d: offsets.group_jacobians(biped, d))(d))[1]  # left foot
     feet = jnp.array([False, True, False])
     U, sv, _ = np.linalg.svd(J)
-    assert sv[-1] < 0.5 * sv[0]  # the bent leg is not isotropic: the gains differ
+    # a planar leg: two nonzero singular values far apart (0.43 and 0.09), so the gains differ
+    assert 0.05 < sv[1] < 0.5 * sv[0] and sv[2] < 1e-9
     for lam in (1e-4, 0.1):
         o = jax.jit(
             lambda d, lam=lam: offsets.limb_offsets(
