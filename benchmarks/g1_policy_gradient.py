@@ -74,6 +74,13 @@ def _flat(G):
     return np.concatenate([np.asarray(x, np.float64).reshape(x.shape[0], -1) for x in leaves], 1)
 
 
+def _finite_rows(G):
+    """(rows of the flattened per-environment gradients that are finite, their mask)."""
+    flat = _flat(G)
+    ok = np.all(np.isfinite(flat), 1)
+    return flat[ok], ok
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--run", default="runs/g1_numerics_stiff_analytic", help="SHAC run directory")
@@ -172,18 +179,15 @@ def main(argv=None):
         for name in measured:
             t0 = time.perf_counter()
             G, stats = jax.block_until_ready(grads[name](states[name], key))
-            flat = _flat(G)
-            ok = np.all(np.isfinite(flat), 1)
-            lo, hi = bootstrap_interval(flat[ok], seed=a.seed)
+            flat, ok = _finite_rows(G)
+            lo, hi = bootstrap_interval(flat, seed=a.seed)
             entry[name] = {
-                "summed_variance": summed_variance(flat[ok]),
+                "summed_variance": summed_variance(flat),
                 "summed_variance_ci95": [lo, hi],
                 "nonfinite_envs": int((~ok).sum()),
                 # per environment: squared distance of its gradient to the batch mean (the
                 # summed variance is their sum / (n - 1)); shows how heavy the tail is
-                "per_env_squared_deviation": np.sum(
-                    (flat[ok] - flat[ok].mean(0)) ** 2, axis=1
-                ).tolist(),
+                "per_env_squared_deviation": np.sum((flat - flat.mean(0)) ** 2, axis=1).tolist(),
                 "gradient_compile_seconds": time.perf_counter() - t0,
                 "window_overflow": int(stats.overflow),
                 "window_bundled_fraction": float(stats.bundled) / n_env_steps,
@@ -195,8 +199,7 @@ def main(argv=None):
                     Gk, _ = jax.block_until_ready(
                         grads[name](states[name], jax.random.fold_in(key, k))
                     )
-                    fk = _flat(Gk)
-                    per_key.append(summed_variance(fk[np.all(np.isfinite(fk), 1)]))
+                    per_key.append(summed_variance(_finite_rows(Gk)[0]))
                 entry[name]["summed_variance_per_key"] = per_key
                 entry[name]["summed_variance_median"] = float(np.median(per_key))
             print(f"[{label}] {name}: {entry[name]}", file=log, flush=True)
