@@ -17,7 +17,9 @@ with 12 slots and tau = 3 x the robot's weight, ``--tau-weights``, ``--bcg-param
   or ``seconds_per_gradient`` (``--timing gradient``): the same for the actor-window gradient
   pass alone (the per-environment gradients), which skips compiling the iterations;
 * with ``--keys K``, ``summed_variance_per_key`` and ``summed_variance_median``: the same
-  metric from the same states with K keys (the first is ``summed_variance``'s);
+  metric from the same states with K keys (the first is ``summed_variance``'s), and
+  ``summed_variance_pooled`` (with its bootstrap interval): the metric over all K x 64
+  per-environment gradients as one sample;
 * ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
   the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
   (at the first point; a later point reuses the compiled function; with the persistent
@@ -194,14 +196,22 @@ def main(argv=None):
                 "window_triggered_fraction": float(stats.triggered) / n_env_steps,
             }
             if a.keys > 1:  # the same states with other draws (branch offsets, action noise)
-                per_key = [entry[name]["summed_variance"]]
+                per_key, rows = [entry[name]["summed_variance"]], [flat.astype(np.float32)]
                 for k in range(1, a.keys):
                     Gk, _ = jax.block_until_ready(
                         grads[name](states[name], jax.random.fold_in(key, k))
                     )
-                    per_key.append(summed_variance(_finite_rows(Gk)[0]))
+                    rows.append(_finite_rows(Gk)[0].astype(np.float32))
+                    per_key.append(summed_variance(rows[-1]))
                 entry[name]["summed_variance_per_key"] = per_key
                 entry[name]["summed_variance_median"] = float(np.median(per_key))
+                # every key's environments as one sample of K x 64 (state, draw) pairs: the
+                # estimate of the same variance that keeps the rare exploding draws at their rate
+                pooled = np.concatenate(rows)
+                entry[name]["summed_variance_pooled"] = summed_variance(pooled)
+                entry[name]["summed_variance_pooled_ci95"] = list(
+                    bootstrap_interval(pooled, seed=a.seed)
+                )
             print(f"[{label}] {name}: {entry[name]}", file=log, flush=True)
         if a.timing == "iteration":
             fns = iterations
@@ -236,6 +246,9 @@ def main(argv=None):
         if a.keys > 1:
             entry["variance_ratio_median"] = an["summed_variance_median"] / max(
                 bc["summed_variance_median"], 1e-300
+            )
+            entry["variance_ratio_pooled"] = an["summed_variance_pooled"] / max(
+                bc["summed_variance_pooled"], 1e-300
             )
         tkey = "seconds_per_iteration" if a.timing == "iteration" else "seconds_per_gradient"
         entry["time_ratio"] = bc[tkey] / an[tkey]

@@ -268,7 +268,7 @@ def bootstrap_interval(G: np.ndarray, n_resamples: int = 4000, seed: int = 0, le
     idx = rng.integers(0, N, size=(n_resamples, N))
     C = np.zeros((n_resamples, N))
     np.add.at(C, (np.arange(n_resamples)[:, None], idx), 1.0)
-    vals = (C @ np.diag(K) - np.einsum("ri,ij,rj->r", C, K, C) / N) / (N - 1)
+    vals = (C @ np.diag(K) - np.sum((C @ K) * C, axis=1) / N) / (N - 1)
     lo, hi = np.percentile(vals, [50 * (1 - level), 50 * (1 + level)])
     return float(lo), float(hi)
 
