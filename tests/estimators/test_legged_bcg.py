@@ -317,6 +317,11 @@ def test_group_mean_load_is_the_weight_at_rest(biped):
         True,
     ]
     assert not bool(Trigger(tau=0.8 * weight)(biped, out, forces).groups.any())
+    # the load a trigger reports (the blend weight's L) is the hottest group's / contact's
+    assert float(rule(biped, out, forces).load) == pytest.approx(float(jnp.max(groups)))
+    contact = Trigger(tau=0.0, mode="contact")
+    per_contact = contact.loads(biped, out, forces)[1]
+    assert float(contact(biped, out, forces).load) == pytest.approx(float(jnp.max(per_contact)))
     assert not bool(
         Trigger(tau=0.2 * weight, stiff_timeconst=1e-4)(biped, out, forces).groups.any()
     )

@@ -347,18 +347,16 @@ class BCG:
             book.weight,
         )
 
-    def blend_weight(self, sim: Sim, plain, forces) -> jax.Array:
+    def blend_weight(self, sim: Sim, load: jax.Array) -> jax.Array:
         """w = clip((L / tau - 1) / blend, 0, 1) of one environment after its plain step (1
-        without ``blend``), L its trigger load: the hottest group's (group modes) or contact's
-        (``"contact"``) load in newtons; 1 at tau = 0. A constant for autodiff."""
+        without ``blend``), L = ``load`` its trigger load (:attr:`trigger.Hot.load`: the
+        hottest group's or, in ``"contact"`` mode, contact's load in newtons); 1 at tau = 0.
+        A constant for autodiff."""
         tau = self.tau_newton(sim)
         if self.blend is None or tau <= 0:
-            return jnp.ones((), plain.qpos.dtype)
-        group_load, contact_load = self.trigger_rule.loads(sim, plain, forces)
-        load = contact_load if self.trigger == "contact" else group_load
-        L = jnp.max(load, initial=0.0)
-        w = jnp.clip((L / tau - 1.0) / self.blend, 0.0, 1.0)
-        return jax.lax.stop_gradient(w.astype(plain.qpos.dtype))
+            return jnp.ones((), load.dtype)
+        w = jnp.clip((load / tau - 1.0) / self.blend, 0.0, 1.0)
+        return jax.lax.stop_gradient(w)
 
     # ------------------------------------------------------------------ the step
 
@@ -390,9 +388,7 @@ class BCG:
             take = functools.partial(tmap, lambda x: x[idx])
             w_new = None
             if self.blend is not None:
-                w_new = jax.vmap(lambda d, f: self.blend_weight(sim, d, f))(
-                    take(plain), forces[idx]
-                )
+                w_new = jax.vmap(lambda L: self.blend_weight(sim, L))(hot.load[idx])
             inputs, book = jax.vmap(lambda *a: self._branch_start(sim, *a))(
                 take(carry), take(plain), take(hot), w_new, keys[idx]
             )

@@ -94,10 +94,14 @@ def group_membership(sim: Sim, data) -> jax.Array:
 
 
 class Hot(NamedTuple):
-    """Trigger outcome of one environment: ``groups`` (G,) and ``contacts`` (ncon,) masks."""
+    """Trigger outcome of one environment: ``groups`` (G,) and ``contacts`` (ncon,) masks, and
+    ``load``, the signal the threshold was compared with: the largest group load (group modes)
+    or contact load (``"contact"``), in newtons, 0 without stiff contacts (None when built by
+    hand)."""
 
     groups: jax.Array
     contacts: jax.Array
+    load: jax.Array | None = None
 
 
 def triggered(hot: Hot) -> jax.Array:
@@ -153,6 +157,8 @@ class Trigger:
         group_load, contact_load, member, stiff = self._signals(sim, data, forces)
         if self.mode == "contact":
             contacts = contact_load > tau
-            return Hot((member @ contacts.astype(member.dtype)) > 0, contacts)
+            load = jnp.max(contact_load, initial=0.0)
+            return Hot((member @ contacts.astype(member.dtype)) > 0, contacts, load)
         groups = group_load > tau
-        return Hot(groups, (groups.astype(member.dtype) @ member > 0) & stiff)
+        load = jnp.max(group_load, initial=0.0)
+        return Hot(groups, (groups.astype(member.dtype) @ member > 0) & stiff, load)
