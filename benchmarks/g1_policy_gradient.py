@@ -19,7 +19,9 @@ with 12 slots and tau = 3 x the robot's weight, ``--tau-weights``, ``--bcg-param
 * with ``--keys K``, ``summed_variance_per_key`` and ``summed_variance_median``: the same
   metric from the same states with K keys (the first is ``summed_variance``'s), and
   ``summed_variance_pooled`` (with its bootstrap interval): the metric over all K x 64
-  per-environment gradients as one sample;
+  per-environment gradients as one sample; ``pooled_mean_norm`` and
+  ``pooled_mean_cosine_to_analytic``: the norm of those gradients' mean and its cosine to
+  analytic's (a variance cut that also shrinks or turns the mean gradient is a bias);
 * ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
   the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
   (at the first point; a later point reuses the compiled function; with the persistent
@@ -50,7 +52,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actor_gradient_variance import learner_state  # noqa: E402
 
-from bcg.diagnostics.report import bootstrap_interval, summed_variance  # noqa: E402
+from bcg.diagnostics.report import bootstrap_interval, cosine, summed_variance  # noqa: E402
 from bcg.learners import harness, registry  # noqa: E402
 
 # 12 slots x B = 10 branches: at most 2 phases of 64 states per step; with tau at 3 x the
@@ -178,6 +180,7 @@ def main(argv=None):
             n: _strong(learner_state(lrn, restored, base, key)) for n, lrn in measured.items()
         }
         entry = {"point": label}
+        pooled_means = {}  # name: mean of the pooled per-environment gradients (--keys)
         for name in measured:
             t0 = time.perf_counter()
             G, stats = jax.block_until_ready(grads[name](states[name], key))
@@ -211,6 +214,11 @@ def main(argv=None):
                 entry[name]["summed_variance_pooled"] = summed_variance(pooled)
                 entry[name]["summed_variance_pooled_ci95"] = list(
                     bootstrap_interval(pooled, seed=a.seed)
+                )
+                pooled_means[name] = pooled.astype(np.float64).mean(0)
+                entry[name]["pooled_mean_norm"] = float(np.linalg.norm(pooled_means[name]))
+                entry[name]["pooled_mean_cosine_to_analytic"] = cosine(
+                    pooled_means[name], pooled_means["analytic"]
                 )
             print(f"[{label}] {name}: {entry[name]}", file=log, flush=True)
         if a.timing == "iteration":
