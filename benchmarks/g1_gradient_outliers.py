@@ -1,0 +1,74 @@
+"""Which environments carry one draw's G1 actor-gradient variance, analytic vs bcg.
+
+    python benchmarks/g1_gradient_outliers.py --key 16
+
+From the same policy state as :mod:`g1_policy_gradient` (``--point initial`` or the run's
+checkpoint) and its key ``fold_in(PRNGKey(seed), key)``: per estimator, the per-environment
+actor-loss gradients' norms, the environments farthest from the batch mean, and the window's
+trigger counts. Use it on a key where ``g1_policy_gradient.py --keys K`` reported a large
+summed variance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import jax
+
+jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/jax"))
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from actor_gradient_variance import learner_state  # noqa: E402
+from g1_policy_gradient import _flat, _strong  # noqa: E402
+
+from bcg.learners import harness, registry  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run", default="runs/g1_numerics_stiff_analytic", help="SHAC run directory")
+    p.add_argument("--checkpoint", type=int, default=50)
+    p.add_argument("--point", choices=("initial", "checkpoint"), default="checkpoint")
+    p.add_argument("--key", type=int, required=True, help="the draw (g1_policy_gradient's key)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bcg-params", default='{"tau": 981.22, "capacity": 12}')
+    p.add_argument("--no-analytic", action="store_true", help="only bcg")
+    p.add_argument("--top", type=int, default=4)
+    a = p.parse_args(argv)
+    print("command: python benchmarks/g1_gradient_outliers.py " + " ".join(sys.argv[1:]))
+    run_dir = Path(a.run)
+    run = json.loads((run_dir / "run.json").read_text())
+    _, base = registry.build({**run, "estimator": "analytic", "estimator_params": {}})
+    bcg_run = {**run, "estimator": "bcg", "estimator_params": json.loads(a.bcg_params)}
+    learners = {} if a.no_analytic else {"analytic": base}
+    learners["bcg"] = registry.build(bcg_run)[1]
+    key = jax.random.PRNGKey(a.seed)
+    state = base.init(key)
+    if a.point == "checkpoint":
+        state, *_ = harness.restore_checkpoint(run_dir, state, a.checkpoint)
+    for name, lrn in learners.items():
+        s = _strong(learner_state(lrn, state, base, key))
+        fn = jax.jit(lambda s, k, lrn=lrn: lrn.per_env_actor_gradients(s, k, return_stats=True))
+        G, stats = fn(s, jax.random.fold_in(key, a.key))
+        flat = _flat(G)
+        ok = np.all(np.isfinite(flat), 1)
+        norms = np.linalg.norm(flat, axis=1)
+        dev = np.where(ok, np.sum((flat - flat[ok].mean(0)) ** 2, 1), -1.0)
+        top = np.argsort(-dev)[: a.top]
+        counts = {k: int(v) for k, v in stats._asdict().items()}
+        print(
+            f"{name}: nonfinite envs {int((~ok).sum())}, median gradient norm "
+            f"{np.median(norms[ok]):.4g}; farthest envs {top.tolist()} with norms "
+            f"{np.round(norms[top], 4).tolist()}; window env-steps {counts}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
