@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actor_gradient_variance import learner_state  # noqa: E402
-from g1_policy_gradient import _flat, _strong  # noqa: E402
+from g1_policy_gradient import _finite_rows, _strong  # noqa: E402
 
 from bcg.learners import harness, registry  # noqa: E402
 
@@ -56,16 +56,15 @@ def main(argv=None):
         s = _strong(learner_state(lrn, state, base, key))
         fn = jax.jit(lambda s, k, lrn=lrn: lrn.per_env_actor_gradients(s, k, return_stats=True))
         G, stats = fn(s, jax.random.fold_in(key, a.key))
-        flat = _flat(G)
-        ok = np.all(np.isfinite(flat), 1)
+        flat, ok = _finite_rows(G)
         norms = np.linalg.norm(flat, axis=1)
-        dev = np.where(ok, np.sum((flat - flat[ok].mean(0)) ** 2, 1), -1.0)
-        top = np.argsort(-dev)[: a.top]
+        order = np.argsort(-np.sum((flat - flat.mean(0)) ** 2, 1))[: a.top]
+        top = np.flatnonzero(ok)[order]  # environment indices of the farthest finite rows
         counts = {k: int(v) for k, v in stats._asdict().items()}
         print(
             f"{name}: nonfinite envs {int((~ok).sum())}, median gradient norm "
-            f"{np.median(norms[ok]):.4g}; farthest envs {top.tolist()} with norms "
-            f"{np.round(norms[top], 4).tolist()}; window env-steps {counts}",
+            f"{np.median(norms):.4g}; farthest envs {top.tolist()} with norms "
+            f"{np.round(norms[order], 4).tolist()}; window env-steps {counts}",
             flush=True,
         )
 

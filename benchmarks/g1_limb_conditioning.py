@@ -20,6 +20,7 @@ import numpy as np
 
 from bcg.envs.g1 import clips
 from bcg.envs.g1 import model as g1m
+from bcg.estimators.bcg import BCG
 from bcg.estimators.offsets import limb_columns
 from bcg.estimators.trigger import group_bodies
 
@@ -34,7 +35,9 @@ def sole_jacobian(m, d, body, cols, feet):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--damping", type=float, default=1e-4, help="lambda of the pseudo-inverse")
+    p.add_argument(
+        "--damping", type=float, default=BCG().damping, help="lambda of the pseudo-inverse"
+    )
     p.add_argument("--max-height", type=float, default=0.02, help="foot counts up to this (m)")
     a = p.parse_args(argv)
     m = g1m.mj_model()
@@ -69,8 +72,9 @@ def main(argv=None):
         f"smallest along {np.round(U[:, -1], 3)}"
     )
     print(f"  1 cm along it needs dq = {np.round(dq, 3)} rad (max |dq| {np.abs(dq).max():.3f})")
-    realised = 1e3 * np.linalg.norm(J @ np.clip(dq, -0.1, 0.1))
-    print(f"  realised after the 0.1 rad clamp: {realised:.2f} mm")
+    max_dq = BCG().max_dq
+    realised = 1e3 * np.linalg.norm(J @ np.clip(dq, -max_dq, max_dq))
+    print(f"  realised after the {max_dq} rad clamp: {realised:.2f} mm")
 
 
 if __name__ == "__main__":

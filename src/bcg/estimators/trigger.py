@@ -155,10 +155,10 @@ class Trigger:
         group modes the hot contacts are the stiff contacts of the hot groups."""
         tau = resolve_tau(self.tau, sim)
         group_load, contact_load, member, stiff = self._signals(sim, data, forces)
+        signal = contact_load if self.mode == "contact" else group_load
+        load = jnp.max(signal, initial=0.0)
         if self.mode == "contact":
             contacts = contact_load > tau
-            load = jnp.max(contact_load, initial=0.0)
             return Hot((member @ contacts.astype(member.dtype)) > 0, contacts, load)
         groups = group_load > tau
-        load = jnp.max(group_load, initial=0.0)
         return Hot(groups, (groups.astype(member.dtype) @ member > 0) & stiff, load)
