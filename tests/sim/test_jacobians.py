@@ -261,6 +261,31 @@ def test_integrate_qpos_quaternion_derivative_at_zero():
     np.testing.assert_allclose(J, J_ref, atol=1e-6)
 
 
+def test_integrate_qpos_linear_derivative_matches_native_at_zero():
+    """``integrate_qpos_linear``'s derivative at dq = 0 is native ``mj_integratePos``'s (central
+    differences): the free joint's position and quaternion blocks included."""
+    from bcg.sim.step import integrate_qpos_linear
+
+    sim = _sim("free_body")
+    m = sim.mj_model
+    qpos = np.asarray(CASES["free_body"][1], float)
+    jac = jax.jit(jax.jacfwd(lambda dq: integrate_qpos_linear(sim, jnp.asarray(qpos), dq)))
+    J = np.asarray(jac(jnp.zeros(m.nv)))
+    eps = 1e-6
+    J_ref = np.zeros((m.nq, m.nv))
+    for i in range(m.nv):
+        cols = []
+        for sgn in (1.0, -1.0):
+            q = qpos.copy()
+            dq = np.zeros(m.nv)
+            dq[i] = sgn * eps
+            mujoco.mj_integratePos(m, q, dq, 1.0)
+            cols.append(q)
+        J_ref[:, i] = (cols[0] - cols[1]) / (2 * eps)
+    assert np.abs(J_ref[3:7]).max() > 0.1  # the quaternion block moves
+    np.testing.assert_allclose(J, J_ref, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------- jit / vmap
 
 

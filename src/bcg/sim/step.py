@@ -158,7 +158,8 @@ def integrate_qpos_linear(sim: Sim, qpos: jax.Array, dq: jax.Array) -> jax.Array
     angular increments below 1e-8, and their derivative with them)."""
     m = sim.mj_model
     for j in range(m.njnt):
-        t, a, v = m.jnt_type[j], int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])
+        # int(): ``np.int32 in (mjtJoint...)`` is False (the enum's == rejects numpy ints)
+        t, a, v = int(m.jnt_type[j]), int(m.jnt_qposadr[j]), int(m.jnt_dofadr[j])
         if t in (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_BALL):
             if t == mujoco.mjtJoint.mjJNT_FREE:
                 qpos = qpos.at[a : a + 3].add(dq[v : v + 3])
