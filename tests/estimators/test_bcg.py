@@ -60,6 +60,7 @@ def results(sim):
         "compact": BCG(capacity=3, remat=True),  # bundle recomputed on the backward pass
         "four-slots": BCG(capacity=4),  # 40 branch states: up to 8 phases of 5
         "tight-stein": BCG(capacity=2, gradient="stein", antithetic=True),
+        "plain-forward": BCG(forward="plain"),
     }.items():
         (v, (qpos, st)), g = _grad_fn(sim, est)(dv, d0, key)
         out[label] = dict(value=float(v), qpos=np.asarray(qpos), stats=st, grad=np.asarray(g))
@@ -136,6 +137,19 @@ def test_phased_runs_only_the_phases_in_use():
         jax.block_until_ready(jax.jit(run, static_argnums=1)(x, n))
         jax.effects_barrier()
         assert len(calls) == phases, (n, len(calls))
+
+
+def test_plain_forward_keeps_the_analytic_rollout(results):
+    """``forward="plain"``: every state of the rollout is the analytic one bit for bit, while
+    the bundles (the same triggers as the naive BCG's) change the hitting envs' gradient and
+    leave the free-flying envs' exactly analytic."""
+    a, p, n = results["analytic"], results["plain-forward"], results["naive"]
+    assert np.array_equal(p["qpos"], a["qpos"]) and p["value"] == a["value"]
+    assert not np.allclose(n["qpos"][:, :3], a["qpos"][:, :3])  # the mean forward differs
+    assert int(np.sum(p["stats"].triggered)) >= 3
+    assert not np.allclose(p["grad"][:3], a["grad"][:3], rtol=1e-3)
+    np.testing.assert_allclose(p["grad"][3:], a["grad"][3:], rtol=1e-12, atol=1e-12)
+    assert np.all(np.isfinite(p["grad"]))
 
 
 def test_overflow_is_counted(results):
@@ -241,6 +255,29 @@ def test_blend_weights_plain_step_and_bundle_mean(sim):
     out_cold, trig_cold = jax.jit(lambda x: _one_step(sim, cold, x))(x0)
     assert int(trig_cold) == 0
     np.testing.assert_allclose(out_cold, plain_step(x0), rtol=1e-12)
+
+
+def test_plain_forward_step_has_the_plain_value_and_the_bundle_jacobian(sim):
+    """One triggered step with ``forward="plain"`` returns F(x) (the plain step) and has the
+    Jacobian of the bundle mean, (1/B) sum_i F_x(x + dx_i) (from ``forward="mean"``)."""
+    x0 = jnp.array([0.102, -1.0])
+    d = jax.tree_util.tree_map(lambda a: a[0], _batch(sim, [0.0], [0.0]))
+
+    def plain_step(x):
+        out = bs.control_step(sim, d.replace(qpos=x[:1], qvel=x[1:]), jnp.zeros(0))[0]
+        return jnp.concatenate([out.qpos, out.qvel])
+
+    mean_est = BCG(num_branches=4, horizon=1, tau=0.0)
+    plain_est = dataclasses.replace(mean_est, forward="plain")
+    out, trig = jax.jit(lambda x: _one_step(sim, plain_est, x))(x0)
+    assert int(trig) == 1
+    assert np.array_equal(out, jax.jit(plain_step)(x0))
+    J_mean = jax.jit(jax.jacrev(lambda x: _one_step(sim, mean_est, x)[0]))(x0)
+    J_plain_fwd = jax.jit(jax.jacrev(lambda x: _one_step(sim, plain_est, x)[0]))(x0)
+    np.testing.assert_allclose(J_plain_fwd, J_mean, rtol=1e-10, atol=1e-12)
+    assert not np.allclose(J_mean, jax.jit(jax.jacrev(plain_step))(x0), rtol=1e-2)
+    with pytest.raises(ValueError, match="forward"):
+        BCG(forward="bundle")
 
 
 def test_branch_clip_scales_outlier_branches(sim):

@@ -21,6 +21,17 @@ cotangent g_i at the bundle's start (its start state; separately, its copy of th
 action) is scaled to at most c times the median norm over the B branches,
     g_i <- g_i min(1, c median_j |g_j| / |g_i|),
 a per-bundle gradient clip (biased where it acts; exact when no branch exceeds the bound).
+
+Plain forward (ours, ``forward="plain"``). The rollout's values stay those of the plain step
+x_{t+1} = F(x_t, a_t) (the analytic rollout, bit for bit), and only the derivative is the
+bundle's:
+    x_{t+1} = sg(x_plain) (+) [x_bar (-) sg(x_bar)],
+where (+), (-) act on the tangent space (quaternion blocks through their body-frame rotation
+vector), so the forward value is x_plain and d x_{t+1} = d x_bar. This is the straight-through
+form of the global-bundle estimator (:mod:`bcg.estimators.smoothing`) applied to H control
+steps: the smoothed Jacobian (1/B) sum_i dF(x + dx_i) at the states the plain rollout visits,
+so a bundle mean that is not itself a reachable state (branches that bounced averaged with
+branches that did not) never becomes the state the rollout continues from.
 """
 
 from __future__ import annotations
@@ -31,7 +42,13 @@ import jax.numpy as jnp
 from bcg.sim.model import Sim
 from bcg.sim.step import differentiate_qpos, integrate_qpos, integrate_qpos_linear, mean_data
 
-__all__ = ["branch_mean", "clip_branch_cotangents", "stein_attach", "stein_detach"]
+__all__ = [
+    "branch_mean",
+    "clip_branch_cotangents",
+    "plain_forward",
+    "stein_attach",
+    "stein_detach",
+]
 
 
 def stein_detach(sim: Sim, q0, v0, offs, sigma_p, sigma_v, stein_velocity):
@@ -86,6 +103,27 @@ def blend_states(sim: Sim, plain, mean, w):
     qpos = jnp.where(w >= 1, mean.qpos, integrate_qpos(sim, plain.qpos, w * dq))
     rest = {
         f: getattr(plain, f) + w * (getattr(mean, f) - getattr(plain, f))
+        for f in ("qvel", "act", "qacc_warmstart")
+    }
+    return type(mean)(qpos=qpos, **rest)
+
+
+def plain_forward(sim: Sim, plain, mean):
+    """State tuple (fields qpos, qvel, act, qacc_warmstart; same type returned) whose value is
+    ``plain``'s and whose derivative is ``mean``'s:
+
+        q = sg(q_plain) + [(sg(q_plain) (+) (q_bar (-) sg(q_bar))) - sg(...)],
+        y = sg(y_plain) + y_bar - sg(y_bar)
+
+    for the other fields; ``(-)`` is :func:`differentiate_qpos` (value 0 here) and ``(+)``
+    :func:`integrate_qpos_linear`, so quaternion derivatives are carried as rotation vectors
+    from the mean's frame to the plain state's. Each bracket is exactly zero in value."""
+    sg = jax.lax.stop_gradient
+    tangent = differentiate_qpos(sim, sg(mean.qpos), mean.qpos)  # value 0
+    moved = integrate_qpos_linear(sim, sg(plain.qpos), tangent)
+    qpos = sg(plain.qpos) + (moved - sg(moved))
+    rest = {
+        f: sg(getattr(plain, f)) + (getattr(mean, f) - sg(getattr(mean, f)))
         for f in ("qvel", "act", "qacc_warmstart")
     }
     return type(mean)(qpos=qpos, **rest)

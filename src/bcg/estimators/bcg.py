@@ -14,7 +14,8 @@ Per control step t of a batch of environments (Aditya et al., 2026; docs/method.
    state (``new_groups``, limb offsets only).
 4. Aggregate (:mod:`bcg.estimators.aggregation`). The branch mean x_bar (quaternions by the
    chordal mean) replaces the environment's state at every bundle step, supplying reward and
-   next action; after H steps the rollout continues from it. Autodiff through the mean gives
+   next action; after H steps the rollout continues from it (with ``forward="plain"`` the
+   values stay the plain step's and only the derivative is the mean's). Autodiff through the mean gives
        Z_bar_{t+1} = (1/B) sum_i (F_x Z_t^(i) + F_a U_t),
    or with ``gradient="stein"`` a Stein estimate inside the perturbed subspace.
 5. Slots and phases (:mod:`bcg.estimators.slots`). Only the environments that need a bundle
@@ -50,6 +51,7 @@ from bcg.sim.model import Sim
 from bcg.sim.step import control_step, integrate_qpos
 
 PERTURB = ("limb", "chain")
+FORWARD = ("mean", "plain")
 
 
 class BranchState(NamedTuple):
@@ -129,6 +131,11 @@ class BCG:
         x = x_plain (+) w (x_bar (-) x_plain), w = clip((L / tau - 1) / b, 0, 1) fixed for the
         bundle from its trigger load L (the hottest group's, or contact's, load), with w a
         constant for autodiff; the rollout is then continuous where the trigger switches.
+      forward: ``"mean"`` (the paper: the rollout's values are the bundle mean's) or
+        ``"plain"``: the values are those of the plain step, exactly the analytic rollout's,
+        and only the derivative is the bundle's (after ``blend``, if set),
+        x = sg(x_plain) (+) (x_bar (-) sg(x_bar))
+        (:func:`bcg.estimators.aggregation.plain_forward`).
       new_groups: with limb offsets, a branch in which a group becomes hot mid-bundle perturbs
         that group from its own state (at the start of the next bundle step).
       damping: lambda of the damped pseudo-inverse, m^2 (paper 1e-4). A Cartesian direction
@@ -161,6 +168,7 @@ class BCG:
     max_dqd: float | None = 0.5
     normal_scale: float = 1.0
     blend: float | None = None
+    forward: str = "mean"
     new_groups: bool = True
     damping: float = 1e-4
     capacity: int | float | None = None
@@ -205,6 +213,8 @@ class BCG:
             _check_pos("branch_clip", self.branch_clip)
         if self.blend is not None:
             _check_pos("blend", self.blend)
+        if self.forward not in FORWARD:
+            raise ValueError(f"forward must be 'mean' or 'plain', got {self.forward!r}")
         if self.gradient not in ("first-order", "stein"):
             raise ValueError(f"gradient must be 'first-order' or 'stein', got {self.gradient!r}")
         if self.gradient == "stein" and self.num_branches < 2:
@@ -431,6 +441,10 @@ class BCG:
         if self.blend is not None:
             mean = jax.vmap(lambda p, m, w: aggregation.blend_states(sim, p, m, w))(
                 BranchState.of(plain), mean, weight
+            )
+        if self.forward == "plain":
+            mean = jax.vmap(lambda p, m: aggregation.plain_forward(sim, p, m))(
+                BranchState.of(plain), mean
             )
         data = plain.replace(**mean._asdict())
         stats = StepStats(
