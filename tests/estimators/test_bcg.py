@@ -32,6 +32,9 @@ def _batch(sim, z, vz):
     return d.replace(qpos=jnp.asarray(qpos), qvel=jnp.asarray(qvel))
 
 
+# the paper's aggregation: the bundle mean is the rollout's state, independent offsets
+PAPER = dict(forward="mean", antithetic=False)
+
 # envs 0-2 hit the floor in the first control steps, envs 3, 4 fly high above it
 Z = [0.13, 0.15, 0.16, 3.0, 3.0]
 VZ = [-1.5, -1.5, -1.5, 1.0, 1.0]
@@ -56,11 +59,11 @@ def results(sim):
     out = {}
     for label, est in {
         "analytic": E.make("analytic"),
-        "naive": BCG(),
-        "compact": BCG(capacity=3, remat=True),  # bundle recomputed on the backward pass
-        "four-slots": BCG(capacity=4),  # 40 branch states: up to 8 phases of 5
-        "tight-stein": BCG(capacity=2, gradient="stein", antithetic=True),
-        "plain-forward": BCG(forward="plain"),
+        "naive": BCG(**PAPER),
+        "compact": BCG(capacity=3, remat=True, **PAPER),  # bundle recomputed backward
+        "four-slots": BCG(capacity=4, **PAPER),  # 40 branch states: up to 8 phases of 5
+        "tight-stein": BCG(capacity=2, gradient="stein", antithetic=True, forward="mean"),
+        "plain-forward": BCG(),  # the defaults: forward="plain", antithetic offsets
     }.items():
         (v, (qpos, st)), g = _grad_fn(sim, est)(dv, d0, key)
         out[label] = dict(value=float(v), qpos=np.asarray(qpos), stats=st, grad=np.asarray(g))
@@ -140,9 +143,9 @@ def test_phased_runs_only_the_phases_in_use():
 
 
 def test_plain_forward_keeps_the_analytic_rollout(results):
-    """``forward="plain"``: every state of the rollout is the analytic one bit for bit, while
-    the bundles (the same triggers as the naive BCG's) change the hitting envs' gradient and
-    leave the free-flying envs' exactly analytic."""
+    """``forward="plain"`` (the default): every state of the rollout is the analytic one bit
+    for bit, while the bundles (the same triggers as the naive BCG's) change the hitting envs'
+    gradient and leave the free-flying envs' exactly analytic."""
     a, p, n = results["analytic"], results["plain-forward"], results["naive"]
     assert np.array_equal(p["qpos"], a["qpos"]) and p["value"] == a["value"]
     assert not np.allclose(n["qpos"][:, :3], a["qpos"][:, :3])  # the mean forward differs
@@ -150,6 +153,24 @@ def test_plain_forward_keeps_the_analytic_rollout(results):
     assert not np.allclose(p["grad"][:3], a["grad"][:3], rtol=1e-3)
     np.testing.assert_allclose(p["grad"][3:], a["grad"][3:], rtol=1e-12, atol=1e-12)
     assert np.all(np.isfinite(p["grad"]))
+
+
+def test_antithetic_noise_pairs_each_draw_with_its_negative():
+    """B even: rows B/2.. are the negated rows ..B/2 (mean exactly 0); B odd: the middle draw
+    is unpaired; B = 1: one plain draw."""
+    from bcg.estimators.offsets import branch_noise
+
+    key = jax.random.PRNGKey(1)
+    for B in (1, 4, 5):
+        dp, dv = branch_noise(key, B, 3, 0.01, 0.02, True, jnp.float64)
+        assert dp.shape == dv.shape == (B, 3)
+        n = (B + 1) // 2
+        np.testing.assert_array_equal(dp[n:], -dp[: B - n])
+        np.testing.assert_array_equal(dv[n:], -dv[: B - n])
+        assert np.all(np.abs(np.asarray(dp[:n])) > 0)
+    dp4, _ = branch_noise(key, 4, 3, 0.01, 0.02, True, jnp.float64)
+    np.testing.assert_allclose(np.sum(dp4, 0), 0.0, atol=1e-18)
+    BCG(antithetic=True, num_branches=3)  # odd B is allowed
 
 
 def test_overflow_is_counted(results):
@@ -194,8 +215,8 @@ def test_bundle_step_is_the_mean_of_branches(sim):
     first-order Jacobian is the mean of branch Jacobians (Z_bar = (1/B) sum_i F_x Z^(i)) and its
     Stein Jacobian is (1/B) sum_i (y_i - y_bar) [dp_i / sigma_p^2, dv_i / sigma_v^2] (here the
     slide is the whole chain: M M^+ = I, so the Stein term is the entire state sensitivity)."""
-    fo = BCG(num_branches=4, horizon=1, tau=0.0)
-    st = BCG(num_branches=4, horizon=1, tau=0.0, gradient="stein", stein_velocity=True)
+    fo = BCG(num_branches=4, horizon=1, tau=0.0, **PAPER)
+    st = dataclasses.replace(fo, gradient="stein", stein_velocity=True)
     bcg_step = functools.partial(_one_step, sim)
     branches = functools.partial(_branches, sim, fo)
     x0 = jnp.array([0.102, -1.0])
@@ -231,7 +252,7 @@ def test_blend_weights_plain_step_and_bundle_mean(sim):
     tau, b = 0.6 * load, 1.0
     w = (load / tau - 1.0) / b
     assert 0.2 < w < 0.9
-    sharp = BCG(num_branches=4, horizon=1, tau=tau)
+    sharp = BCG(num_branches=4, horizon=1, tau=tau, **PAPER)
     soft = dataclasses.replace(sharp, blend=b)
 
     def plain_step(x):
@@ -267,7 +288,7 @@ def test_plain_forward_step_has_the_plain_value_and_the_bundle_jacobian(sim):
         out = bs.control_step(sim, d.replace(qpos=x[:1], qvel=x[1:]), jnp.zeros(0))[0]
         return jnp.concatenate([out.qpos, out.qvel])
 
-    mean_est = BCG(num_branches=4, horizon=1, tau=0.0)
+    mean_est = BCG(num_branches=4, horizon=1, tau=0.0, **PAPER)
     plain_est = dataclasses.replace(mean_est, forward="plain")
     out, trig = jax.jit(lambda x: _one_step(sim, plain_est, x))(x0)
     assert int(trig) == 1
@@ -288,7 +309,7 @@ def test_branch_clip_scales_outlier_branches(sim):
 
     x0 = jnp.array([0.102, -1.0])
     w = jnp.array([1.0, 0.05])
-    base = BCG(num_branches=4, horizon=1, tau=0.0)
+    base = BCG(num_branches=4, horizon=1, tau=0.0, **PAPER)
 
     def vjp(est):
         return jax.jit(jax.grad(lambda x: _one_step(sim, est, x)[0] @ w))(x0)
@@ -355,7 +376,6 @@ def test_offsets_follow_the_contact_chain(sim, perturb):
         ({"damping": 0.0}, "damping"),
         ({"capacity": 0}, "capacity"),
         ({"capacity": 1.5}, "capacity"),
-        ({"antithetic": True, "num_branches": 3}, "antithetic"),
         ({"gradient": "magic"}, "gradient"),
         ({"gradient": "stein", "num_branches": 1}, "num_branches"),
         ({"perturb": "base"}, "perturb"),

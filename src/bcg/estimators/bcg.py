@@ -13,9 +13,11 @@ Per control step t of a batch of environments (Aditya et al., 2026; docs/method.
    A branch in which another group becomes hot mid-bundle perturbs that group from its own
    state (``new_groups``, limb offsets only).
 4. Aggregate (:mod:`bcg.estimators.aggregation`). The branch mean x_bar (quaternions by the
-   chordal mean) replaces the environment's state at every bundle step, supplying reward and
-   next action; after H steps the rollout continues from it (with ``forward="plain"`` the
-   values stay the plain step's and only the derivative is the mean's). Autodiff through the mean gives
+   chordal mean) is the bundle's state at every bundle step. By default (``forward="plain"``)
+   it enters the rollout through its derivative only, x = sg(x_plain) (+) (x_bar (-) sg(x_bar)):
+   the values, rewards and actions are the plain rollout's. With ``forward="mean"`` (the
+   paper) it replaces the state, supplying reward and next action, and after H steps the
+   rollout continues from it. Autodiff through the mean gives
        Z_bar_{t+1} = (1/B) sum_i (F_x Z_t^(i) + F_a U_t),
    or with ``gradient="stein"`` a Stein estimate inside the perturbed subspace.
 5. Slots and phases (:mod:`bcg.estimators.slots`). Only the environments that need a bundle
@@ -131,11 +133,11 @@ class BCG:
         x = x_plain (+) w (x_bar (-) x_plain), w = clip((L / tau - 1) / b, 0, 1) fixed for the
         bundle from its trigger load L (the hottest group's, or contact's, load), with w a
         constant for autodiff; the rollout is then continuous where the trigger switches.
-      forward: ``"mean"`` (the paper: the rollout's values are the bundle mean's) or
-        ``"plain"``: the values are those of the plain step, exactly the analytic rollout's,
-        and only the derivative is the bundle's (after ``blend``, if set),
-        x = sg(x_plain) (+) (x_bar (-) sg(x_bar))
-        (:func:`bcg.estimators.aggregation.plain_forward`).
+      forward: ``"plain"`` (default): the rollout's values are those of the plain step,
+        exactly the analytic rollout's, and only the derivative is the bundle's (after
+        ``blend``, if set), x = sg(x_plain) (+) (x_bar (-) sg(x_bar))
+        (:func:`bcg.estimators.aggregation.plain_forward`); or ``"mean"`` (the paper): the
+        values are the bundle mean's.
       new_groups: with limb offsets, a branch in which a group becomes hot mid-bundle perturbs
         that group from its own state (at the start of the next bundle step).
       damping: lambda of the damped pseudo-inverse, m^2 (paper 1e-4). A Cartesian direction
@@ -148,7 +150,8 @@ class BCG:
         branches run in up to ceil(C B / E) phases of E states after the plain step, only
         the phases in use: a step with n bundles costs 1 + ceil(n B / E) plain steps.
       remat: recompute the physics on the backward pass instead of storing its residuals.
-      antithetic: pair offsets (+d, -d) so that their mean is exactly zero.
+      antithetic: pair offsets (+d, -d) so that their mean is exactly zero (default; the
+        middle draw is unpaired for odd B; the paper draws them independently).
       gradient: ``"first-order"`` (the paper) or ``"stein"`` (:mod:`bcg.estimators.aggregation`).
       stein_velocity: with ``"stein"``, also replace the velocity sensitivity.
       branch_clip: None, or c > 0: on the backward pass each branch's cotangent at the bundle
@@ -168,12 +171,12 @@ class BCG:
     max_dqd: float | None = 0.5
     normal_scale: float = 1.0
     blend: float | None = None
-    forward: str = "mean"
+    forward: str = "plain"
     new_groups: bool = True
     damping: float = 1e-4
     capacity: int | float | None = None
     remat: bool = False
-    antithetic: bool = False
+    antithetic: bool = True
     gradient: str = "first-order"
     stein_velocity: bool = False
     branch_clip: float | None = None
@@ -219,8 +222,6 @@ class BCG:
             raise ValueError(f"gradient must be 'first-order' or 'stein', got {self.gradient!r}")
         if self.gradient == "stein" and self.num_branches < 2:
             raise ValueError("gradient='stein' needs num_branches (B) >= 2")
-        if self.antithetic and self.num_branches % 2:
-            raise ValueError(f"antithetic needs an even num_branches, got {self.num_branches}")
 
     # ------------------------------------------------------------------ parts
 

@@ -2,7 +2,8 @@
 joint space through a damped pseudo-inverse (Aditya et al., 2026, and the authors' code).
 
 For a Cartesian translational Jacobian J (r x nv) and branch noise dp_i ~ N(0, sigma_p^2 I_r),
-dv_i ~ N(0, sigma_v^2 I_r) (i = 1..B; with ``antithetic`` the second half is the negated first),
+dv_i ~ N(0, sigma_v^2 I_r) (i = 1..B; with ``antithetic`` the second half is the negated first,
+the middle draw unpaired for odd B),
 
     dq_i  = clip(M dp_i, +-max_dq),     dqd_i = clip(M dv_i, +-max_dqd),
     M     = J^T (J J^T + lambda I)^-1                                  (nv x r).
@@ -54,13 +55,15 @@ class Offsets(NamedTuple):
 
 
 def branch_noise(key, num_branches, dim, sigma_p, sigma_v, antithetic, dtype):
-    """(dp, dv), each (B, dim) Gaussian; antithetic: rows B/2.. are the negated first half."""
-    n = num_branches // 2 if antithetic else num_branches
+    """(dp, dv), each (B, dim) Gaussian; antithetic: n = ceil(B / 2) draws d_1..d_n, then
+    -d_1..-d_(B - n) (B even: every draw paired and the mean exactly zero; B odd: d_n unpaired)."""
+    n = (num_branches + 1) // 2 if antithetic else num_branches
     kp, kv = jax.random.split(key)
     dp = sigma_p * jax.random.normal(kp, (n, dim), dtype)
     dv = sigma_v * jax.random.normal(kv, (n, dim), dtype)
     if antithetic:
-        dp, dv = jnp.concatenate([dp, -dp]), jnp.concatenate([dv, -dv])
+        dp = jnp.concatenate([dp, -dp])[:num_branches]
+        dv = jnp.concatenate([dv, -dv])[:num_branches]
     return dp, dv
 
 

@@ -69,6 +69,7 @@ DEFAULTS = {
         "tau": "auto",
         "gradient": "stein",
         "antithetic": True,
+        "forward": "mean",
     },
 }
 
