@@ -17,8 +17,7 @@ FREE_ARM = """<mujoco><worldbody><body><freejoint/><geom type="sphere" size=".1"
 
 
 def _state(qpos, qvel):
-    z = jnp.zeros(1, qvel.dtype)
-    return BranchState(qpos, qvel, z[:0], jnp.zeros_like(qvel))
+    return BranchState(qpos, qvel, jnp.zeros(0, qvel.dtype), jnp.zeros_like(qvel))
 
 
 def test_plain_forward_value_is_plain_and_tangent_derivative_is_the_means():

@@ -193,6 +193,13 @@ def _one_step(sim, est, x):
     return jnp.concatenate([new.data.qpos[0], new.data.qvel[0]]), stats.triggered
 
 
+def _plain_step(sim, x):
+    """The ball's plain control step from x = (z, vz): (z', vz')."""
+    d = jax.tree_util.tree_map(lambda a: a[0], _batch(sim, [0.0], [0.0]))
+    out = bs.control_step(sim, d.replace(qpos=x[:1], qvel=x[1:]), jnp.zeros(0))[0]
+    return jnp.concatenate([out.qpos, out.qvel])
+
+
 def _branches(sim, est, x):
     """The B branch steps of :func:`_one_step` by hand: (B, 2) outputs and the offsets dp, dv."""
     d = jax.tree_util.tree_map(lambda a: a[0], _batch(sim, [0.0], [0.0]))
@@ -255,11 +262,7 @@ def test_blend_weights_plain_step_and_bundle_mean(sim):
     sharp = BCG(num_branches=4, horizon=1, tau=tau, **PAPER)
     soft = dataclasses.replace(sharp, blend=b)
 
-    def plain_step(x):
-        dd = d.replace(qpos=x[:1], qvel=x[1:])
-        out = bs.control_step(sim, dd, jnp.zeros(0))[0]
-        return jnp.concatenate([out.qpos, out.qvel])
-
+    plain_step = functools.partial(_plain_step, sim)
     mean, _ = jax.jit(lambda x: _one_step(sim, sharp, x))(x0)
     out, trig = jax.jit(lambda x: _one_step(sim, soft, x))(x0)
     assert int(trig) == 1
@@ -282,12 +285,7 @@ def test_plain_forward_step_has_the_plain_value_and_the_bundle_jacobian(sim):
     """One triggered step with ``forward="plain"`` returns F(x) (the plain step) and has the
     Jacobian of the bundle mean, (1/B) sum_i F_x(x + dx_i) (from ``forward="mean"``)."""
     x0 = jnp.array([0.102, -1.0])
-    d = jax.tree_util.tree_map(lambda a: a[0], _batch(sim, [0.0], [0.0]))
-
-    def plain_step(x):
-        out = bs.control_step(sim, d.replace(qpos=x[:1], qvel=x[1:]), jnp.zeros(0))[0]
-        return jnp.concatenate([out.qpos, out.qvel])
-
+    plain_step = functools.partial(_plain_step, sim)
     mean_est = BCG(num_branches=4, horizon=1, tau=0.0, **PAPER)
     plain_est = dataclasses.replace(mean_est, forward="plain")
     out, trig = jax.jit(lambda x: _one_step(sim, plain_est, x))(x0)
