@@ -2,10 +2,11 @@
 
     python benchmarks/g1_env_gradient.py --point initial --key 5 --env 30
 
-Replays environment e of :mod:`g1_policy_gradient`'s window alone: its start state and its
-rows of the window's exploration noise (drawn for the whole batch, so the trajectory is the
-one it had in the batch). Its actor loss L_e(theta) (SHAC's share, as in the batch) is
-differentiated with each estimator, over ``--draws`` branch draws for the stochastic ones.
+Replays environment e of :mod:`g1_policy_gradient`'s window alone (or with the other
+environments ``--env`` lists): its start state and its rows of the window's exploration
+noise (drawn for the whole batch, so the trajectory is the one it had in the batch). Its
+actor loss L_e(theta) (SHAC's share, as in the batch) is differentiated with each estimator,
+over ``--draws`` branch draws for the stochastic ones.
 Against the objective: for K random unit directions d of the actor parameters, the central
 difference D_h(d) = (L_e(theta + h d) - L_e(theta - h d)) / 2h (the analytic rollout; with
 ``forward="plain"`` BCG's rollout has the same values) compared with g . d. Over the K
@@ -62,7 +63,12 @@ def main(argv=None):
     p.add_argument("--checkpoint", type=int, default=50)
     p.add_argument("--point", choices=("initial", "checkpoint"), default="initial")
     p.add_argument("--key", type=int, required=True, help="the draw (g1_policy_gradient's key)")
-    p.add_argument("--env", type=int, required=True)
+    p.add_argument(
+        "--env",
+        required=True,
+        help="environment index, or a comma-separated list: the first is differentiated, the "
+        "others share its batch (and BCG's slots)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--estimators",
@@ -88,14 +94,15 @@ def main(argv=None):
     if a.point == "checkpoint":
         state, *_ = harness.restore_checkpoint(run_dir, state, a.checkpoint)
     s = _strong(learner_state(lrn, state, lrn, key))
-    sim, E, e, T = lrn.env.sim, s.env.step.shape[0], a.env, lrn.cfg.horizon
+    envs = np.array([int(x) for x in a.env.split(",")])
+    sim, E, e, T = lrn.env.sim, s.env.step.shape[0], int(envs[0]), lrn.cfg.horizon
     window_key = jax.random.fold_in(key, a.key)
-    one = jax.tree_util.tree_map(lambda x: x[e : e + 1], s.env)
+    one = jax.tree_util.tree_map(lambda x: x[envs], s.env)
     data = lrn.estimator.state(one.carry)
 
     def policy(params, obs, t, k):
         mu, log_std = lrn.actor.apply(params, lrn._norm_obs(s.obs_rms, obs))
-        eps = jax.random.normal(k, (E,) + mu.shape[1:], mu.dtype)[e : e + 1]
+        eps = jax.random.normal(k, (E,) + mu.shape[1:], mu.dtype)[envs]
         return jnp.tanh(mu + jnp.exp(log_std) * eps)
 
     def loss(theta, est):
@@ -120,7 +127,8 @@ def main(argv=None):
     print(f"L_e {float(f(theta)):.6g}; |theta| {float(jnp.linalg.norm(theta)):.4g}")
     for h in steps:
         print(f"h {h:g}: |D_h| over {a.directions} directions {np.linalg.norm(fd[h]):.4g}")
-    result = {"command": command, "env": e, "point": a.point, "key": a.key, "estimators": {}}
+    result = {"command": command, "env": e, "batch": envs.tolist(), "point": a.point}
+    result.update(key=a.key, estimators={})
     for label, est in estimators.items():
         draws = 1 if label == "analytic" else a.draws
         g_fn = jax.jit(
