@@ -113,7 +113,8 @@ def main(argv=None):
         per_env = actor_objective_per_env(
             traj.rewards / scale, v_next, traj.terminated, traj.truncated, lrn.cfg.gamma
         )
-        return per_env[0] / E  # L_e as in the batch of E (which divides by h E)
+        # L_e as in the batch of E: the objective divides by h len(envs), the batch's by h E
+        return per_env[0] * len(envs) / E
 
     theta, unravel = ravel_pytree(s.actor)
     f = jax.jit(lambda x: loss(unravel(x), lrn.estimator))
