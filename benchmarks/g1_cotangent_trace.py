@@ -38,9 +38,7 @@ from g1_policy_gradient import _strong  # noqa: E402
 from bcg.estimators.stats import StepStats  # noqa: E402
 from bcg.estimators.trigger import Trigger  # noqa: E402
 from bcg.learners import harness, registry  # noqa: E402
-from bcg.learners import normalization as rms  # noqa: E402
 from bcg.learners.rollout import rollout  # noqa: E402
-from bcg.learners.shac import actor_objective_per_env  # noqa: E402
 from bcg.sim import mjx_compat  # noqa: E402
 from bcg.sim.step import control_step  # noqa: E402
 
@@ -194,11 +192,7 @@ def main(argv=None):
             return base_policy(params, obs, t, k) + da[t]
 
         _, traj = rollout(lrn.env, est, policy, s.actor, env0, window_key, T)
-        scale = rms.std(s.ret_rms) if lrn.cfg.normalize_returns else 1.0
-        v_next = lrn._values(s.target, s.obs_rms, traj.next_obs)
-        per_env = actor_objective_per_env(
-            traj.rewards / scale, v_next, traj.terminated, traj.truncated, lrn.cfg.gamma
-        )
+        per_env = lrn.per_env_actor_objective(s, traj)
         return per_env, (traj.stats.triggered, traj.terminated)
 
     def loss(z):

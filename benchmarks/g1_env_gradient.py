@@ -36,9 +36,7 @@ from actor_gradient_variance import learner_state  # noqa: E402
 from g1_policy_gradient import _strong  # noqa: E402
 
 from bcg.learners import harness, registry  # noqa: E402
-from bcg.learners import normalization as rms  # noqa: E402
 from bcg.learners.rollout import rollout  # noqa: E402
-from bcg.learners.shac import actor_objective_per_env  # noqa: E402
 
 
 class DrawKey:
@@ -108,11 +106,7 @@ def main(argv=None):
     def loss(theta, est):
         env0 = one._replace(carry=est.init(sim, data))
         _, traj = rollout(lrn.env, est, policy, theta, env0, window_key, T)
-        scale = rms.std(s.ret_rms) if lrn.cfg.normalize_returns else 1.0
-        v_next = lrn._values(s.target, s.obs_rms, traj.next_obs)
-        per_env = actor_objective_per_env(
-            traj.rewards / scale, v_next, traj.terminated, traj.truncated, lrn.cfg.gamma
-        )
+        per_env = lrn.per_env_actor_objective(s, traj)
         # L_e as in the batch of E: the objective divides by h len(envs), the batch's by h E
         return per_env[0] * len(envs) / E
 

@@ -288,6 +288,16 @@ class SHAC(Learner):
         loss = masked_env_sum(per_env, window_keep(traj.diverged))
         return loss, (env_state, traj, r)
 
+    def per_env_actor_objective(self, state: State, traj: Trajectory):
+        """Each environment's share L_e of the actor loss of a window's trajectory (rewards
+        scaled by the return normaliser, bootstrapped with the target critic), shape (E,);
+        no environment left out."""
+        scale = rms.std(state.ret_rms) if self.cfg.normalize_returns else 1.0
+        v_next = self._values(state.target, state.obs_rms, traj.next_obs)
+        return actor_objective_per_env(
+            traj.rewards / scale, v_next, traj.terminated, traj.truncated, self.cfg.gamma
+        )
+
     def per_env_actor_gradients(
         self, state: State, key, method: str = "stacked", return_stats: bool = False
     ):
@@ -322,11 +332,7 @@ class SHAC(Learner):
                 mesh=self.mesh,
                 reward_params=reward_params,
             )
-            scale = rms.std(state.ret_rms) if self.cfg.normalize_returns else 1.0
-            v_next = self._values(state.target, state.obs_rms, traj.next_obs)
-            per_env = actor_objective_per_env(
-                traj.rewards / scale, v_next, traj.terminated, traj.truncated, self.cfg.gamma
-            )
+            per_env = self.per_env_actor_objective(state, traj)
             return per_env, jax.tree_util.tree_map(jnp.sum, traj.stats)
 
         if method == "jacobian":
