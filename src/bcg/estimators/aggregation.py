@@ -39,6 +39,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from bcg.estimators.cotangent_clip import clip_rows
 from bcg.sim.model import Sim
 from bcg.sim.step import differentiate_qpos, integrate_qpos, integrate_qpos_linear, mean_data
 
@@ -132,26 +133,5 @@ def plain_forward(sim: Sim, plain, mean):
 def clip_branch_cotangents(tree, factor: float):
     """Identity on ``tree`` (arrays with a leading branch axis B); on the backward pass each
     branch's cotangent (all leaves of its row together) is scaled to a norm of at most
-    ``factor`` times the median branch norm."""
-
-    @jax.custom_vjp
-    def ident(t):
-        return t
-
-    def fwd(t):
-        return t, None
-
-    def bwd(_, g):
-        leaves = jax.tree_util.tree_leaves(g)
-        sq = sum(jnp.sum(jnp.reshape(x, (x.shape[0], -1)) ** 2, axis=1) for x in leaves)
-        norm = jnp.sqrt(sq)
-        bound = factor * jnp.median(norm)
-        scale = jnp.where(norm > bound, bound / jnp.where(norm > 0, norm, 1.0), 1.0)
-
-        def apply(x):
-            return x * scale.reshape((-1,) + (1,) * (x.ndim - 1)).astype(x.dtype)
-
-        return (jax.tree_util.tree_map(apply, g),)
-
-    ident.defvjp(fwd, bwd)
-    return ident(tree)
+    ``factor`` times the median branch norm (:func:`bcg.estimators.cotangent_clip.clip_rows`)."""
+    return clip_rows(tree, factor)

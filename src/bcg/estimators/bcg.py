@@ -39,7 +39,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bcg.estimators import aggregation, offsets, slots, trigger
+from bcg.estimators import aggregation, cotangent_clip, offsets, slots, trigger
 from bcg.estimators.stats import StepStats
 from bcg.estimators.trigger import (  # noqa: F401  (re-exported: the historical home)
     Trigger,
@@ -157,6 +157,10 @@ class BCG:
       branch_clip: None, or c > 0: on the backward pass each branch's cotangent at the bundle
         start (its start state; its copy of the action) is clipped to c times the median over
         the B branches (:func:`bcg.estimators.aggregation.clip_branch_cotangents`).
+      env_clip: None, or c >= 1: on the backward pass each environment's cotangent of the
+        carry after every step is clipped to c times the batch median
+        (:mod:`bcg.estimators.cotangent_clip`), bounding environments whose sensitivity grows
+        over the whole window (biased where it acts).
     """
 
     num_branches: int = 10
@@ -180,6 +184,7 @@ class BCG:
     gradient: str = "first-order"
     stein_velocity: bool = False
     branch_clip: float | None = None
+    env_clip: float | None = None
     name: str = "bcg"
 
     def __post_init__(self):
@@ -214,6 +219,7 @@ class BCG:
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if self.branch_clip is not None:
             _check_pos("branch_clip", self.branch_clip)
+        cotangent_clip.check_factor("env_clip", self.env_clip)
         if self.blend is not None:
             _check_pos("blend", self.blend)
         if self.forward not in FORWARD:
@@ -456,6 +462,8 @@ class BCG:
         new = BundleCarry(
             data, branches, remaining.astype(jnp.int32), anchor, noise, perturbed, weight
         )
+        if self.env_clip is not None:
+            new = cotangent_clip.clip_rows(new, self.env_clip)
         return new, stats
 
     @staticmethod

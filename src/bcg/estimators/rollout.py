@@ -18,6 +18,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from bcg.estimators import cotangent_clip
 from bcg.estimators.stats import StepStats
 from bcg.estimators.trigger import Trigger, triggered
 from bcg.sim.model import Sim
@@ -31,6 +32,8 @@ class PlainStep:
     The transform sees x = {qpos, qvel, ctrl} and returns {qpos, qvel, act, qacc_warmstart}
     (and ``hot``, whether BCG's trigger fires, for the statistics only);
     quaternions are re-normalised before stepping so that position noise is admissible.
+    ``env_clip``: None, or c >= 1 to clip each environment's backward cotangent after every
+    step to c times the batch median (:mod:`bcg.estimators.cotangent_clip`).
     """
 
     transform: Callable | None = None
@@ -39,6 +42,10 @@ class PlainStep:
     tau: float | str = "auto"
     stiff_timeconst: float | str | None = "auto"
     trigger: str = "group-mean"
+    env_clip: float | None = None
+
+    def __post_init__(self):
+        cotangent_clip.check_factor("env_clip", self.env_clip)
 
     def init(self, sim: Sim, data):
         return data
@@ -69,6 +76,8 @@ class PlainStep:
 
         rule = Trigger(self.tau, self.stiff_timeconst, self.trigger)
         new, stiff = jax.vmap(one)(data, ctrl, keys)
+        if self.env_clip is not None:
+            new = cotangent_clip.clip_rows(new, self.env_clip)
         zero = jnp.zeros((), jnp.int32)
         return new, StepStats(jnp.sum(stiff).astype(jnp.int32), zero, zero)
 
