@@ -13,6 +13,11 @@ difference D_h(d) = (L_e(theta + h d) - L_e(theta - h d)) / 2h (the analytic rol
 directions, ``fd_cosine`` = cos((g . d_k)_k, (D_h(d_k))_k) and ``fd_norm_ratio`` =
 |(g . d_k)_k| / |(D_h(d_k))_k| estimate the cosine and the norm ratio of g to the gradient of
 the objective smoothed at scale h (random projections keep both).
+
+``--objective batch`` differentiates the mean of the listed environments' losses instead
+(``--env all``: the whole batch, i.e. SHAC's actor loss of the window), the gradient a SHAC
+update uses. ``--estimators`` values are bcg parameters, or ``["estimator", {params}]`` for
+another estimator (e.g. ``["analytic", {"env_clip": 3}]``).
 """
 
 from __future__ import annotations
@@ -65,15 +70,21 @@ def main(argv=None):
         "--env",
         required=True,
         help="environment index, or a comma-separated list: the first is differentiated, the "
-        "others share its batch (and BCG's slots)",
+        "others share its batch (and BCG's slots); 'all': the whole batch",
+    )
+    p.add_argument(
+        "--objective",
+        choices=("env", "batch"),
+        default="env",
+        help="differentiate the first listed environment's loss, or the listed ones' mean",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--estimators",
         default='{"bcg_tau0": {"tau": 0.0}, "bcg_tau3w": {"tau": 981.22}}',
-        help="JSON {label: bcg params}; analytic is always included",
+        help='JSON {label: bcg params or ["estimator", {params}]}; analytic is always included',
     )
-    p.add_argument("--draws", type=int, default=4, help="branch draws per bcg variant")
+    p.add_argument("--draws", type=int, default=4, help="draws per stochastic variant")
     p.add_argument("--directions", type=int, default=16)
     p.add_argument("--steps", default="1e-1,1e-2,1e-3", help="finite-difference steps h")
     p.add_argument("--out", help="JSON output")
@@ -84,16 +95,18 @@ def main(argv=None):
     run = json.loads((run_dir / "run.json").read_text())
     _, lrn = registry.build({**run, "estimator": "analytic", "estimator_params": {}})
     estimators = {"analytic": lrn.estimator}
-    for label, params in json.loads(a.estimators).items():
-        bcg_run = {**run, "estimator": "bcg", "estimator_params": params}
-        estimators[label] = registry.build(bcg_run)[1].estimator
+    for label, spec in json.loads(a.estimators).items():
+        name, params = spec if isinstance(spec, list) else ("bcg", spec)
+        est_run = {**run, "estimator": name, "estimator_params": params}
+        estimators[label] = registry.build(est_run)[1].estimator
     key = jax.random.PRNGKey(a.seed)
     state = lrn.init(key)
     if a.point == "checkpoint":
         state, *_ = harness.restore_checkpoint(run_dir, state, a.checkpoint)
     s = _strong(learner_state(lrn, state, lrn, key))
-    envs = np.array([int(x) for x in a.env.split(",")])
-    sim, E, e, T = lrn.env.sim, s.env.step.shape[0], int(envs[0]), lrn.cfg.horizon
+    E = s.env.step.shape[0]
+    envs = np.arange(E) if a.env == "all" else np.array([int(x) for x in a.env.split(",")])
+    sim, e, T = lrn.env.sim, int(envs[0]), lrn.cfg.horizon
     window_key = jax.random.fold_in(key, a.key)
     one = jax.tree_util.tree_map(lambda x: x[envs], s.env)
     data = lrn.estimator.state(one.carry)
@@ -108,6 +121,8 @@ def main(argv=None):
         _, traj = rollout(lrn.env, est, policy, theta, env0, window_key, T)
         per_env = lrn.per_env_actor_objective(s, traj)
         # L_e as in the batch of E: the objective divides by h len(envs), the batch's by h E
+        if a.objective == "batch":
+            return jnp.sum(per_env) * len(envs) / E
         return per_env[0] * len(envs) / E
 
     theta, unravel = ravel_pytree(s.actor)
@@ -123,9 +138,10 @@ def main(argv=None):
     for h in steps:
         print(f"h {h:g}: |D_h| over {a.directions} directions {np.linalg.norm(fd[h]):.4g}")
     result = {"command": command, "env": e, "batch": envs.tolist(), "point": a.point}
+    result["objective"] = a.objective
     result.update(key=a.key, estimators={})
     for label, est in estimators.items():
-        draws = 1 if label == "analytic" else a.draws
+        draws = 1 if est.name == "analytic" else a.draws
         g_fn = jax.jit(
             lambda x, k, est=est: ravel_pytree(
                 jax.grad(lambda th: loss(th, DrawKey(est, k)))(unravel(x))

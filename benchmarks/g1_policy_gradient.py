@@ -26,6 +26,8 @@ with 12 slots and tau = 3 x the robot's weight, ``--tau-weights``, ``--bcg-param
   the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
   (at the first point; a later point reuses the compiled function; with the persistent
   compilation cache on, a cached executable is only loaded: ``--no-compile-cache``);
+* with ``--extra '{"label": ["estimator", {params}], ...}'``, further estimators measured
+  from the same states like the two above (not timed), e.g. ``analytic`` with ``env_clip``;
 * with ``--soft-floor``, ``analytic_soft``: the analytic gradient from the same states on soft
   contact, the variance of a smooth model's gradients (not timed).
 
@@ -118,6 +120,11 @@ def main(argv=None):
         action="store_true",
         help="compile from scratch (the compile seconds are then comparable)",
     )
+    p.add_argument(
+        "--extra",
+        default="{}",
+        help='JSON {"label": ["estimator", {params}]}: further estimators measured (not timed)',
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--keys",
@@ -155,6 +162,10 @@ def main(argv=None):
         "bcg": registry.build({**run, "estimator": "bcg", "estimator_params": bcg_params})[1],
     }
     measured = dict(learners)  # the gradient metric; the timing is of ``learners`` only
+    for label, (name, params) in json.loads(a.extra).items():
+        if label in measured:
+            raise SystemExit(f"--extra: {label!r} is already measured")
+        measured[label] = registry.build({**run, "estimator": name, "estimator_params": params})[1]
     if a.soft_floor:
         soft = {**run, "stiffness": "soft", "estimator": "analytic", "estimator_params": {}}
         measured["analytic_soft"] = registry.build(soft)[1]
