@@ -12,7 +12,9 @@ difference D_h(d) = (L_e(theta + h d) - L_e(theta - h d)) / 2h (the analytic rol
 ``forward="plain"`` BCG's rollout has the same values) compared with g . d. Over the K
 directions, ``fd_cosine`` = cos((g . d_k)_k, (D_h(d_k))_k) and ``fd_norm_ratio`` =
 |(g . d_k)_k| / |(D_h(d_k))_k| estimate the cosine and the norm ratio of g to the gradient of
-the objective smoothed at scale h (random projections keep both).
+the objective smoothed at scale h (random projections keep both). ``along_ratio_h`` is
+D_h(g / |g|) / |g|: the loss's central-difference slope along the gradient's own direction
+over the slope the gradient predicts (1 where the gradient holds at scale h).
 
 ``--objective batch`` differentiates the mean of the listed environments' losses instead
 (``--env all``: the whole batch, i.e. SHAC's actor loss of the window), the gradient a SHAC
@@ -158,6 +160,11 @@ def main(argv=None):
                 row[f"fd_norm_ratio_h{h:g}"] = float(
                     np.linalg.norm(proj) / (np.linalg.norm(fd[h]) + 1e-30)
                 )
+            unit = g / (np.linalg.norm(g) + 1e-30)
+            for h in steps:  # the loss along the gradient's own direction: slope / |g|
+                slope = float((f(theta + h * unit) - f(theta - h * unit)) / (2 * h))
+                row[f"along_slope_h{h:g}"] = slope
+                row[f"along_ratio_h{h:g}"] = slope / (row["norm"] + 1e-30)
             rows.append(row)
             print(label, json.dumps(row), flush=True)
         result["estimators"][label] = rows
