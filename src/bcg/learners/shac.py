@@ -308,7 +308,9 @@ class SHAC(Learner):
         ``"stacked"`` (default): one reverse pass with a copy theta_e of the actor parameters
         per environment; environment e acts with theta_e only (same actions and noise as the
         shared-parameter rollout), so d(sum_e' L_e') / d theta_e = d L_e / d theta.
-        ``"jacobian"``: ``jax.jacrev`` of the E per-environment losses (E reverse passes).
+        ``"jacobian"``: ``jax.jacrev`` of the E per-environment losses (E reverse passes; an
+        estimator's ``env_clip``, which compares the environments' cotangents within one
+        reverse pass, then sees a median of 0 and clips nothing).
         ``return_stats``: also return the window's step statistics summed over its steps
         (triggered, bundled, overflow env-step counts)."""
         if method not in ("stacked", "jacobian"):
