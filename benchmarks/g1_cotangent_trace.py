@@ -33,11 +33,11 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actor_gradient_variance import learner_state  # noqa: E402
-from g1_policy_gradient import _strong  # noqa: E402
+from g1_policy_gradient import _strong, add_point_arguments, restore_point  # noqa: E402
 
 from bcg.estimators.stats import StepStats  # noqa: E402
 from bcg.estimators.trigger import Trigger  # noqa: E402
-from bcg.learners import harness, registry  # noqa: E402
+from bcg.learners import registry  # noqa: E402
 from bcg.learners.rollout import rollout  # noqa: E402
 from bcg.sim import mjx_compat  # noqa: E402
 from bcg.sim.step import control_step  # noqa: E402
@@ -143,14 +143,10 @@ def directional_fd(per_env_losses, z, GA, act, env, steps):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--run", default="runs/g1_numerics_stiff_analytic", help="SHAC run directory")
-    p.add_argument("--checkpoint", type=int, default=50)
-    p.add_argument("--point", choices=("initial", "checkpoint"), default="initial")
-    p.add_argument("--key", type=int, required=True, help="the draw (g1_policy_gradient's key)")
+    add_point_arguments(p)
     p.add_argument("--env", type=int, help="environment to print (default: largest |dL/da|)")
     p.add_argument("--open-loop", action="store_true", help="no gradient through the observations")
     p.add_argument("--stiffness", help="contact stiffness preset (default: the run's)")
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--fd",
         default="",
@@ -165,10 +161,7 @@ def main(argv=None):
         run["stiffness"] = a.stiffness
     _, lrn = registry.build({**run, "estimator": "analytic", "estimator_params": {}})
     key = jax.random.PRNGKey(a.seed)
-    state = lrn.init(key)
-    if a.point == "checkpoint":
-        state, *_ = harness.restore_checkpoint(run_dir, state, a.checkpoint)
-    s = _strong(learner_state(lrn, state, lrn, key))
+    s = _strong(learner_state(lrn, restore_point(lrn, a, key), lrn, key))
     sim = lrn.env.sim
     m = sim.mj_model
     hinge = np.flatnonzero(m.jnt_type == 3)  # mjJNT_HINGE

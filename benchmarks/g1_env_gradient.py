@@ -40,9 +40,9 @@ from jax.flatten_util import ravel_pytree  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actor_gradient_variance import learner_state  # noqa: E402
-from g1_policy_gradient import _strong  # noqa: E402
+from g1_policy_gradient import _strong, add_point_arguments, restore_point  # noqa: E402
 
-from bcg.learners import harness, registry  # noqa: E402
+from bcg.learners import registry  # noqa: E402
 from bcg.learners.rollout import rollout  # noqa: E402
 
 
@@ -64,10 +64,7 @@ class DrawKey:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--run", default="runs/g1_numerics_stiff_analytic", help="SHAC run directory")
-    p.add_argument("--checkpoint", type=int, default=50)
-    p.add_argument("--point", choices=("initial", "checkpoint"), default="initial")
-    p.add_argument("--key", type=int, required=True, help="the draw (g1_policy_gradient's key)")
+    add_point_arguments(p)
     p.add_argument(
         "--env",
         required=True,
@@ -80,7 +77,6 @@ def main(argv=None):
         default="env",
         help="differentiate the first listed environment's loss, or the listed ones' mean",
     )
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--estimators",
         default='{"bcg_tau0": {"tau": 0.0}, "bcg_tau3w": {"tau": 981.22}}',
@@ -102,10 +98,7 @@ def main(argv=None):
         est_run = {**run, "estimator": name, "estimator_params": params}
         estimators[label] = registry.build(est_run)[1].estimator
     key = jax.random.PRNGKey(a.seed)
-    state = lrn.init(key)
-    if a.point == "checkpoint":
-        state, *_ = harness.restore_checkpoint(run_dir, state, a.checkpoint)
-    s = _strong(learner_state(lrn, state, lrn, key))
+    s = _strong(learner_state(lrn, restore_point(lrn, a, key), lrn, key))
     E = s.env.step.shape[0]
     envs = np.arange(E) if a.env == "all" else np.array([int(x) for x in a.env.split(",")])
     sim, e, T = lrn.env.sim, int(envs[0]), lrn.cfg.horizon

@@ -25,18 +25,19 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actor_gradient_variance import learner_state  # noqa: E402
-from g1_policy_gradient import _finite_rows, _strong  # noqa: E402
+from g1_policy_gradient import (  # noqa: E402
+    _finite_rows,
+    _strong,
+    add_point_arguments,
+    restore_point,
+)
 
-from bcg.learners import harness, registry  # noqa: E402
+from bcg.learners import registry  # noqa: E402
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--run", default="runs/g1_numerics_stiff_analytic", help="SHAC run directory")
-    p.add_argument("--checkpoint", type=int, default=50)
-    p.add_argument("--point", choices=("initial", "checkpoint"), default="checkpoint")
-    p.add_argument("--key", type=int, required=True, help="the draw (g1_policy_gradient's key)")
-    p.add_argument("--seed", type=int, default=0)
+    add_point_arguments(p, point="checkpoint")
     p.add_argument("--bcg-params", default='{"tau": 981.22, "capacity": 12}')
     p.add_argument("--no-analytic", action="store_true", help="only bcg")
     p.add_argument("--top", type=int, default=4)
@@ -49,9 +50,7 @@ def main(argv=None):
     learners = {} if a.no_analytic else {"analytic": base}
     learners["bcg"] = registry.build(bcg_run)[1]
     key = jax.random.PRNGKey(a.seed)
-    state = base.init(key)
-    if a.point == "checkpoint":
-        state, *_ = harness.restore_checkpoint(run_dir, state, a.checkpoint)
+    state = restore_point(base, a, key)
     for name, lrn in learners.items():
         s = _strong(learner_state(lrn, state, base, key))
         fn = jax.jit(lambda s, k, lrn=lrn: lrn.per_env_actor_gradients(s, k, return_stats=True))

@@ -75,6 +75,25 @@ def _strong(tree):
     return jax.tree_util.tree_map(one, tree)
 
 
+def add_point_arguments(p, point="initial"):
+    """The arguments of the G1 replay benchmarks that pick a policy and a draw: ``--run``,
+    ``--checkpoint``, ``--point``, ``--key``, ``--seed``."""
+    p.add_argument("--run", default="runs/g1_numerics_stiff_analytic", help="SHAC run directory")
+    p.add_argument("--checkpoint", type=int, default=50, help="its checkpoint iteration")
+    p.add_argument("--point", choices=("initial", "checkpoint"), default=point)
+    p.add_argument("--key", type=int, required=True, help="the draw (g1_policy_gradient's key)")
+    p.add_argument("--seed", type=int, default=0)
+
+
+def restore_point(lrn, a, key):
+    """The SHAC state at ``a.point``: fresh from ``key``, or ``a.run``'s checkpoint
+    ``a.checkpoint`` restored into it."""
+    state = lrn.init(key)
+    if a.point == "checkpoint":
+        state, *_ = harness.restore_checkpoint(Path(a.run), state, a.checkpoint)
+    return state
+
+
 def _flat(G):
     leaves = jax.tree_util.tree_leaves(G)
     return np.concatenate([np.asarray(x, np.float64).reshape(x.shape[0], -1) for x in leaves], 1)
