@@ -254,9 +254,12 @@ class SHAC(Learner):
 
     # ------------------------------------------------------------------ losses
 
+    def _reward_scale(self, state: State):
+        """The return normaliser's scale that the actor loss divides rewards by."""
+        return rms.std(state.ret_rms) if self.cfg.normalize_returns else 1.0
+
     def _actor_window(self, actor_params, state: State, key, probe=None):
-        """One SHAC window through the estimator: (env state after it, trajectory, rewards
-        scaled by the return normaliser, bootstrap values of the next observations)."""
+        """One SHAC window through the estimator: (env state after it, trajectory)."""
         c = self.cfg
         reward_params = None
         if state.reward_state is not None:  # phi is a constant of the actor loss
@@ -273,30 +276,24 @@ class SHAC(Learner):
             reward_params=reward_params,
             probe=probe,
         )
-        scale = rms.std(state.ret_rms) if c.normalize_returns else 1.0
-        v_next = self._values(state.target, state.obs_rms, traj.next_obs)
-        return env_state, traj, traj.rewards / scale, v_next
+        return env_state, traj
 
     def actor_loss(self, actor_params, state: State, key, probe=None):
         """(L, (env state after the window, trajectory, scaled rewards)); environments that
         diverged in the window are left out (module docstring). ``probe``: see
         :func:`bcg.learners.rollout.rollout`."""
-        env_state, traj, r, v_next = self._actor_window(actor_params, state, key, probe)
-        per_env = actor_objective_per_env(
-            r, v_next, traj.terminated, traj.truncated, self.cfg.gamma
-        )
+        env_state, traj = self._actor_window(actor_params, state, key, probe)
+        per_env = self.per_env_actor_objective(state, traj)
         loss = masked_env_sum(per_env, window_keep(traj.diverged))
-        return loss, (env_state, traj, r)
+        return loss, (env_state, traj, traj.rewards / self._reward_scale(state))
 
     def per_env_actor_objective(self, state: State, traj: Trajectory):
         """Each environment's share L_e of the actor loss of a window's trajectory (rewards
         scaled by the return normaliser, bootstrapped with the target critic), shape (E,);
         no environment left out."""
-        scale = rms.std(state.ret_rms) if self.cfg.normalize_returns else 1.0
         v_next = self._values(state.target, state.obs_rms, traj.next_obs)
-        return actor_objective_per_env(
-            traj.rewards / scale, v_next, traj.terminated, traj.truncated, self.cfg.gamma
-        )
+        r = traj.rewards / self._reward_scale(state)
+        return actor_objective_per_env(r, v_next, traj.terminated, traj.truncated, self.cfg.gamma)
 
     def per_env_actor_gradients(
         self, state: State, key, method: str = "stacked", return_stats: bool = False
