@@ -114,12 +114,14 @@ def main(argv=None) -> int:
             "bundled_fraction": sum(m.get("bundled_fraction", 0.0) for m in ms) / len(ms),
             "masked_fraction": sum(m.get("masked_fraction", 0.0) for m in ms) / len(ms),
             "actor_skipped": sum(m.get("actor_skipped", 0.0) for m in ms),
+            "overflow": sum(m.get("overflow", 0.0) for m in ms),
         }
         out["estimators"][name] = res
         print(
             f"{name:14s} {sps:9.1f} env-steps/s  (median iteration {t:.3f} s, {t / base:.2f}x "
             f"{names[0]}; bundled {res['bundled_fraction']:.1%}, masked "
-            f"{res['masked_fraction']:.1%}, skipped {res['actor_skipped']:.0f}/{len(ms)})",
+            f"{res['masked_fraction']:.1%}, overflow {res['overflow']:.0f}, "
+            f"skipped {res['actor_skipped']:.0f}/{len(ms)})",
             flush=True,
         )
     if a.json:
