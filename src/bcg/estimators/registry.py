@@ -40,8 +40,8 @@ def _bcg(name):
     return make
 
 
-def _analytic(env_clip=None):
-    return PlainStep(name="analytic", env_clip=env_clip)
+def _analytic(env_clip=None, backward_armature=None):
+    return PlainStep(name="analytic", env_clip=env_clip, backward_armature=backward_armature)
 
 
 def _global_bundle(sigma=0.01, num_samples=10):

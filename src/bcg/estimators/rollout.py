@@ -18,7 +18,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from bcg.estimators import cotangent_clip
+from bcg.estimators import backward_armature, cotangent_clip
 from bcg.estimators.stats import StepStats
 from bcg.estimators.trigger import Trigger, triggered
 from bcg.sim.model import Sim
@@ -34,6 +34,8 @@ class PlainStep:
     quaternions are re-normalised before stepping so that position noise is admissible.
     ``env_clip``: None, or c >= 1 to clip each environment's backward cotangent after every
     step to c times the batch median (:mod:`bcg.estimators.cotangent_clip`).
+    ``backward_armature``: None, or a >= 0 added to the joint DOFs' armature in the backward
+    pass only (:mod:`bcg.estimators.backward_armature`).
     """
 
     transform: Callable | None = None
@@ -43,9 +45,11 @@ class PlainStep:
     stiff_timeconst: float | str | None = "auto"
     trigger: str = "group-mean"
     env_clip: float | None = None
+    backward_armature: float | None = None
 
     def __post_init__(self):
         cotangent_clip.check_factor("env_clip", self.env_clip)
+        backward_armature.check("backward_armature", self.backward_armature)
 
     def init(self, sim: Sim, data):
         return data
@@ -54,20 +58,31 @@ class PlainStep:
         E = data.qpos.shape[0]
         keys = jax.random.split(key, E)
 
-        def one(d, u, k):
-            def f(x):
-                dd = d.replace(qpos=normalize_quaternions(sim, x["qpos"]), qvel=x["qvel"])
-                out, forces = control_step(sim, dd, x["ctrl"], per_substep=True)
+        def stepper(s):
+            def f(x, d):
+                dd = d.replace(qpos=normalize_quaternions(s, x["qpos"]), qvel=x["qvel"])
+                out, forces = control_step(s, dd, x["ctrl"], per_substep=True)
                 y = {
-                    "hot": triggered(rule(sim, out, forces)).astype(out.qpos.dtype),
+                    "hot": triggered(rule(s, out, forces)).astype(out.qpos.dtype),
                     "qpos": out.qpos,
                     "qvel": out.qvel,
                     "act": out.act,
                     "qacc_warmstart": out.qacc_warmstart,
                 }
-                if sim.hold_at is not None:  # the control a holding state applies next
+                if s.hold_at is not None:  # the control a holding state applies next
                     y["ctrl"] = out.ctrl
                 return y
+
+            return f
+
+        F = stepper(sim)
+        if self.backward_armature is not None:
+            heavier = backward_armature.with_added_armature(sim, self.backward_armature)
+            F = backward_armature.surrogate_vjp(F, stepper(heavier))
+
+        def one(d, u, k):
+            def f(x):
+                return F(x, d)
 
             x = {"qpos": d.qpos, "qvel": d.qvel, "ctrl": jnp.asarray(u, d.qpos.dtype)}
             y = f(x) if self.transform is None else self.transform(f, x, k)
