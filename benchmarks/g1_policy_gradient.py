@@ -200,14 +200,17 @@ def main(argv=None):
     points = []
     for which in a.points.split(","):
         if which == "initial":
-            restored, label = template, "initial"
+            restored, owner, label = template, base, "initial"
         elif which == "checkpoint":
-            restored, *_ = harness.restore_checkpoint(run_dir, template, a.checkpoint)
+            # restored into the state of the learner that wrote it (a bcg run's state holds
+            # more than an analytic one's), then handed to each measured learner
+            owner = registry.build(run)[1]
+            restored, *_ = harness.restore_checkpoint(run_dir, owner.init(key), a.checkpoint)
             label = f"checkpoint-{a.checkpoint}"
         else:
             raise SystemExit(f"unknown point {which!r}: use initial and/or checkpoint")
         states = {
-            n: _strong(learner_state(lrn, restored, base, key)) for n, lrn in measured.items()
+            n: _strong(learner_state(lrn, restored, owner, key)) for n, lrn in measured.items()
         }
         entry = {"point": label}
         pooled_means = {}  # name: mean of the pooled per-environment gradients (--keys)
