@@ -39,7 +39,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bcg.estimators import aggregation, cotangent_clip, offsets, slots, trigger
+from bcg.estimators import aggregation, backward_armature, cotangent_clip, offsets, slots, trigger
 from bcg.estimators.stats import StepStats
 from bcg.estimators.trigger import (  # noqa: F401  (re-exported: the historical home)
     Trigger,
@@ -161,6 +161,8 @@ class BCG:
         carry after every step is clipped to c times the batch median
         (:mod:`bcg.estimators.cotangent_clip`), bounding environments whose sensitivity grows
         over the whole window (biased where it acts).
+      backward_armature: None, or a >= 0 added to the joint DOFs' armature in the backward
+        pass only, for the plain step and every branch (:mod:`bcg.estimators.backward_armature`).
     """
 
     num_branches: int = 10
@@ -185,6 +187,7 @@ class BCG:
     stein_velocity: bool = False
     branch_clip: float | None = None
     env_clip: float | None = None
+    backward_armature: float | None = None
     name: str = "bcg"
 
     def __post_init__(self):
@@ -220,6 +223,7 @@ class BCG:
         if self.branch_clip is not None:
             _check_pos("branch_clip", self.branch_clip)
         cotangent_clip.check_factor("env_clip", self.env_clip)
+        backward_armature.check("backward_armature", self.backward_armature)
         if self.blend is not None:
             _check_pos("blend", self.blend)
         if self.forward not in FORWARD:
@@ -388,8 +392,16 @@ class BCG:
         keys = jax.random.split(key, E)
         in_bundle = carry.remaining > 0
 
+        def one_step(s):
+            return lambda d, u: control_step(s, d, u, per_substep=True)
+
+        step_one = one_step(sim)
+        if self.backward_armature is not None:
+            heavier = backward_armature.with_added_armature(sim, self.backward_armature)
+            step_one = backward_armature.surrogate_vjp(step_one, one_step(heavier))
+
         def physics(x):
-            return jax.vmap(lambda d, u: control_step(sim, d, u, per_substep=True))(*x)
+            return jax.vmap(step_one)(*x)
 
         forces_shape = jax.eval_shape(physics, (carry.data, ctrl))[1]
 
