@@ -132,13 +132,6 @@ def test_forward_is_the_true_model_and_gradient_the_heavier_chain(sims):
     np.testing.assert_allclose(g, np.asarray(ct.qvel), rtol=2e-4, atol=1e-6 * np.abs(g).max())
 
 
-def test_zero_backward_armature_is_the_analytic_gradient(sims):
-    light, _ = sims
-    _, _, g = _grad(light, E.make("analytic", backward_armature=0.0))
-    _, _, g0 = _grad(light, E.make("analytic"))
-    np.testing.assert_allclose(g, g0, rtol=1e-12, atol=1e-15)  # recomputed: rounding only
-
-
 def test_bcg_backward_armature_equals_the_analytic_one_where_nothing_triggers(sims):
     """BCG's plain step and branches take the same surrogate VJP: with a trigger no contact
     reaches it equals the analytic step with the same ``backward_armature``."""
