@@ -22,6 +22,8 @@ with 12 slots and tau = 3 x the robot's weight, ``--tau-weights``, ``--bcg-param
   per-environment gradients as one sample; ``pooled_mean_norm`` and
   ``pooled_mean_cosine_to_analytic``: the norm of those gradients' mean and its cosine to
   analytic's (a variance cut that also shrinks or turns the mean gradient is a bias);
+  ``relative_variance_pooled``: the pooled summed variance over the squared norm of the
+  pooled mean, which a gradient that is only scaled down does not lower;
 * ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
   the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
   (at the first point; a later point reuses the compiled function; with the persistent
@@ -250,6 +252,11 @@ def main(argv=None):
                 )
                 pooled_means[name] = pooled.astype(np.float64).mean(0)
                 entry[name]["pooled_mean_norm"] = float(np.linalg.norm(pooled_means[name]))
+                # scale-free: a surrogate that only shrinks every gradient lowers the summed
+                # variance but not this
+                entry[name]["relative_variance_pooled"] = entry[name][
+                    "summed_variance_pooled"
+                ] / max(entry[name]["pooled_mean_norm"] ** 2, 1e-300)
                 entry[name]["pooled_mean_cosine_to_analytic"] = cosine(
                     pooled_means[name], pooled_means["analytic"]
                 )
