@@ -4,13 +4,18 @@
 #
 # Prepare here (with the registry), then carry .whl, .g1xml and the checkpoint's run directory:
 #   bash scripts/device_bundle.sh          # wheels into .whl/, the G1 MJCF into .g1xml/
-# Run there (about 8 minutes on one H100):
+# Run there (T1 + T2 seconds at most):
 #   bash benchmarks/device_g1.sh [OUT_DIR]
 #   1. g1_policy_gradient.py at the initial policy and checkpoint 50 of
-#      runs/g1_numerics_stiff_analytic: summed variance and seconds per SHAC iteration,
-#      analytic vs bcg (tau 981.22 N, 12 slots, env_clip 3), 64 envs x 32 steps, interleaved;
+#      runs/g1_numerics_stiff_analytic: summed variance and seconds per actor-window gradient
+#      pass (--timing gradient: no SHAC iteration to compile), analytic vs bcg (tau 981.22 N,
+#      12 slots, env_clip 3), 64 envs x 32 steps, interleaved;
 #   2. throughput.py at 1024 envs x 32 steps, analytic vs bcg (the same settings, slots as a
 #      fraction of the batch): env-steps/s of each on the GPU.
+# Compiling dominates there (2026-12-06, H100, JAX 0.11.2: 189 s for the analytic gradient of
+# stage 1). The JAX compilation cache is therefore packed into OUT_DIR/jax_cache.tar (if under
+# 15 MiB) at the end; carried back as .jaxcache.tar, it is unpacked first, so that a later run on
+# the same GPU kind and JAX version loads the executables instead of compiling them again.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-${OUT:-results/device_g1}}"
@@ -27,6 +32,14 @@ else
   export PYTHONPATH="$PWD/src:$PWD/benchmarks"
 fi
 [ -f .g1xml/g1_mjx_feetonly.xml ] && export BCG_G1_MJCF="$PWD/.g1xml/g1_mjx_feetonly.xml"
+CACHE="$HOME/.cache/bcg/jax"  # the benchmarks' compilation cache directory
+mkdir -p "$CACHE"
+[ -f .jaxcache.tar ] && tar -xf .jaxcache.tar -C "$CACHE" && echo "cache: $(ls "$CACHE" | wc -l) entries"
+pack_cache() {
+  tar -cf "$OUT/jax_cache.tar" -C "$CACHE" . 2>/dev/null
+  [ "$(stat -c %s "$OUT/jax_cache.tar")" -lt 15728640 ] || rm -f "$OUT/jax_cache.tar"
+}
+trap pack_cache EXIT
 $PY -c "import jax, mujoco, mujoco.mjx as mjx; print('JAX', jax.__version__, jax.devices(), \
 'mujoco', mujoco.__version__)" || exit 1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
@@ -34,7 +47,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 BCG='{"tau": 981.22, "capacity": 12, "env_clip": 3.0}'
 stage "g1_policy_gradient, 64 x 32, initial and checkpoint 50"
 timeout "${T1:-330}" $PY benchmarks/g1_policy_gradient.py --bcg-params "$BCG" \
-  --timing iteration --repeats 3 --out "$OUT/g1_policy_gradient_gpu.json" 2>&1 \
+  --timing gradient --repeats 3 --out "$OUT/g1_policy_gradient_gpu.json" 2>&1 \
   | tee "$OUT/g1_policy_gradient_gpu.log"
 echo "g1_policy_gradient exit code: ${PIPESTATUS[0]}"
 

@@ -2,11 +2,12 @@
 # What benchmarks/device_g1.sh needs on a GPU machine without network or MuJoCo: wheels of
 # MuJoCo, MJX and their small pure dependencies for CPython 3.12 into .whl/, and the G1 MJCF
 # (with its meshes) from the installed playground package into .g1xml/. Both are git-ignored
-# (.git/info/exclude); carry them, and the run directory of the checkpoint, to that machine.
+# (.git/info/exclude); carry them, and the run directory of the checkpoint, to that machine
+# (and .jaxcache.tar, a copy of a previous run's OUT/jax_cache.tar, if there is one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
-grep -qs '^/.whl/$' .git/info/exclude || printf '/.whl/\n/.g1xml/\n' >> .git/info/exclude
+grep -qs '^/.whl/$' .git/info/exclude || printf '/.whl/\n/.g1xml/\n/.jaxcache.tar\n' >> .git/info/exclude
 mkdir -p .whl
 plat="--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64"
 plat="$plat --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64"
