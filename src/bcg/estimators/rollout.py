@@ -57,8 +57,9 @@ class PlainStep:
     def step(self, sim: Sim, data, ctrl, key):
         E = data.qpos.shape[0]
         keys = jax.random.split(key, E)
+        rule = Trigger(self.tau, self.stiff_timeconst, self.trigger)
 
-        def stepper(s):
+        def stepper(s):  # the control step of model s, as a function of (x, the rest of d)
             def f(x, d):
                 dd = d.replace(qpos=normalize_quaternions(s, x["qpos"]), qvel=x["qvel"])
                 out, forces = control_step(s, dd, x["ctrl"], per_substep=True)
@@ -89,7 +90,6 @@ class PlainStep:
             stiff = jnp.any(jax.lax.stop_gradient(y.pop("hot")) > 0)
             return d.replace(time=d.time + sim.control_dt, **y), stiff
 
-        rule = Trigger(self.tau, self.stiff_timeconst, self.trigger)
         new, stiff = jax.vmap(one)(data, ctrl, keys)
         if self.env_clip is not None:
             new = cotangent_clip.clip_rows(new, self.env_clip)
