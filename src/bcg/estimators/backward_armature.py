@@ -82,3 +82,13 @@ def surrogate_vjp(f, f_bwd):
 
     g.defvjp(fwd, bwd)
     return g
+
+
+def step_for(make_step, sim, extra: float | None):
+    """``make_step(sim)``; with ``extra`` not None, that step with the VJP of
+    ``make_step(with_added_armature(sim, extra))`` (:func:`surrogate_vjp`). ``make_step(s)``
+    returns the step function of the model ``s``."""
+    step = make_step(sim)
+    if extra is None:
+        return step
+    return surrogate_vjp(step, make_step(with_added_armature(sim, extra)))

@@ -395,10 +395,7 @@ class BCG:
         def one_step(s):
             return lambda d, u: control_step(s, d, u, per_substep=True)
 
-        step_one = one_step(sim)
-        if self.backward_armature is not None:
-            heavier = backward_armature.with_added_armature(sim, self.backward_armature)
-            step_one = backward_armature.surrogate_vjp(step_one, one_step(heavier))
+        step_one = backward_armature.step_for(one_step, sim, self.backward_armature)
 
         def physics(x):
             return jax.vmap(step_one)(*x)

@@ -76,10 +76,7 @@ class PlainStep:
 
             return f
 
-        F = stepper(sim)
-        if self.backward_armature is not None:
-            heavier = backward_armature.with_added_armature(sim, self.backward_armature)
-            F = backward_armature.surrogate_vjp(F, stepper(heavier))
+        F = backward_armature.step_for(stepper, sim, self.backward_armature)
 
         def one(d, u, k):
             def f(x):
