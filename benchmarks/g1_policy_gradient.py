@@ -24,6 +24,9 @@ with 12 slots and tau = 3 x the robot's weight, ``--tau-weights``, ``--bcg-param
   analytic's (a variance cut that also shrinks or turns the mean gradient is a bias);
   ``relative_variance_pooled``: the pooled summed variance over the squared norm of the
   pooled mean, which a gradient that is only scaled down does not lower;
+  ``variance_decomposition``: the per-key summed variance split into ``between`` (the spread
+  of the states' draw-averaged gradients: what no averaging within a state removes) and
+  ``within`` (the draws' part), :func:`bcg.diagnostics.report.variance_decomposition`;
 * ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
   the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
   (at the first point; a later point reuses the compiled function; with the persistent
@@ -56,7 +59,12 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actor_gradient_variance import learner_state  # noqa: E402
 
-from bcg.diagnostics.report import bootstrap_interval, cosine, summed_variance  # noqa: E402
+from bcg.diagnostics.report import (  # noqa: E402
+    bootstrap_interval,
+    cosine,
+    summed_variance,
+    variance_decomposition,
+)
 from bcg.learners import harness, registry  # noqa: E402
 
 # 12 slots x B = 10 branches: at most 2 phases of 64 states per step; with tau at 3 x the
@@ -235,12 +243,21 @@ def main(argv=None):
             }
             if a.keys > 1:  # the same states with other draws (branch offsets, action noise)
                 per_key, rows = [entry[name]["summed_variance"]], [flat.astype(np.float32)]
+                masks = [ok]
                 for k in range(1, a.keys):
                     Gk, _ = jax.block_until_ready(
                         grads[name](states[name], jax.random.fold_in(key, k))
                     )
-                    rows.append(_finite_rows(Gk)[0].astype(np.float32))
+                    flat_k, ok_k = _finite_rows(Gk)
+                    rows.append(flat_k.astype(np.float32))
+                    masks.append(ok_k)
                     per_key.append(summed_variance(rows[-1]))
+                # the same states under K draws: how much of the spread is between states
+                # (left after averaging each state's gradient over draws) and how much is the
+                # draws' (envs finite in every key only)
+                every = np.all(masks, axis=0)
+                aligned = np.stack([r[every[m]] for r, m in zip(rows, masks, strict=True)])
+                entry[name]["variance_decomposition"] = variance_decomposition(aligned)
                 entry[name]["summed_variance_per_key"] = per_key
                 entry[name]["summed_variance_median"] = float(np.median(per_key))
                 # every key's environments as one sample of K x 64 (state, draw) pairs: the

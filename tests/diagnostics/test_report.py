@@ -28,6 +28,7 @@ from bcg.diagnostics.report import (
     cosine,
     run_report,
     summed_variance,
+    variance_decomposition,
 )
 from bcg.diagnostics.table import format_table
 from bcg.envs import tasks
@@ -61,6 +62,40 @@ def test_summed_variance_is_sum_of_column_variances():
 def test_summed_variance_of_identical_samples_is_zero():
     G = np.tile(np.array([1.0, -2.0, 3.0]), (6, 1))
     assert summed_variance(G) == 0.0
+
+
+def test_variance_decomposition_recovers_state_and_draw_parts():
+    # g_ke = mu_e + n_ke with Var(mu) = 4 per coordinate and Var(n) = 0.25 per coordinate
+    rng = np.random.default_rng(4)
+    K, N, P = 40, 400, 3
+    mu = 2.0 * rng.normal(size=(N, P))
+    G = mu[None] + 0.5 * rng.normal(size=(K, N, P))
+    d = variance_decomposition(G)
+    assert d["draws"] == K
+    assert d["between"] == pytest.approx(summed_variance(mu), rel=0.02)
+    assert d["within"] == pytest.approx(P * 0.25, rel=0.03)
+    assert d["total"] == pytest.approx(d["between"] + d["within"], rel=0.02)
+
+
+def test_variance_decomposition_exact_cases():
+    rng = np.random.default_rng(5)
+    mu = rng.normal(size=(7, 2, 3))  # gradients with a tree-like trailing shape
+    same = np.stack([mu] * 3)  # no draw noise: every draw equal
+    d = variance_decomposition(same)
+    assert d["within"] == pytest.approx(0.0, abs=1e-24)
+    assert d["between"] == pytest.approx(summed_variance(mu.reshape(7, -1)), rel=1e-12)
+    # no state part: one state's gradients copied to every state, draws differ
+    noise = rng.normal(size=(5, 1, 4)).repeat(6, axis=1)
+    d = variance_decomposition(noise)
+    assert d["total"] == pytest.approx(0.0, abs=1e-12)
+    within = np.sum(np.var(noise[:, 0], axis=0, ddof=1))
+    assert d["within"] == pytest.approx(within, rel=1e-12)
+    assert d["between"] == pytest.approx(-within / 5, rel=1e-12)
+
+
+def test_variance_decomposition_rejects_a_single_draw():
+    with pytest.raises(ValueError, match="K >= 2 draws"):
+        variance_decomposition(np.zeros((1, 8, 3)))
 
 
 def test_bootstrap_interval_contains_point_estimate():

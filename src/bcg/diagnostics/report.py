@@ -254,6 +254,35 @@ def summed_variance(G: np.ndarray) -> float:
     return float(np.sum(np.var(G, axis=0, ddof=1)))
 
 
+def variance_decomposition(G: np.ndarray) -> dict:
+    """Split the summed variance of per-state gradients into a state part and a draw part.
+
+    ``G`` has shape (K, N, ...): K draws (keys: exploration noise, branch offsets) of the
+    gradients of the same N states. With g_ke = mu_e + n_ke (mu_e: the state's expected
+    gradient, n_ke: zero-mean draw noise of trace covariance w_e), a one-way analysis of
+    variance gives unbiased estimates of
+
+        total   = E[summed_variance over e of g_ke]   = B + W,
+        within  W = mean_e w_e                       = mean_e sum_j Var_k(G_kej),
+        between B = summed variance over e of mu_e   = summed_variance(mean_k G_ke) - W / K.
+
+    B is what is left when every state's gradient is averaged over infinitely many draws: a
+    floor for any estimator that only smooths or averages within a state. ``between`` can come
+    out negative from sampling noise when B << W. Needs K >= 2 and N >= 2."""
+    G = np.asarray(G, np.float64)
+    if G.ndim < 2 or G.shape[0] < 2 or G.shape[1] < 2:
+        raise ValueError(
+            f"variance_decomposition needs G of shape (K >= 2 draws, N >= 2 states, ...), "
+            f"got {G.shape}"
+        )
+    K, N = G.shape[:2]
+    G = G.reshape(K, N, -1)
+    total = float(np.mean([summed_variance(G[k]) for k in range(K)]))
+    within = float(np.mean(np.sum(np.var(G, axis=0, ddof=1), axis=-1)))
+    between = summed_variance(G.mean(0)) - within / K
+    return {"total": total, "within": within, "between": float(between), "draws": K}
+
+
 def bootstrap_interval(G: np.ndarray, n_resamples: int = 4000, seed: int = 0, level=0.95):
     """Percentile bootstrap interval of :func:`summed_variance` over the N samples.
 
