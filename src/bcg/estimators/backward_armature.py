@@ -24,22 +24,18 @@ matrix: the constraint regularisation that MuJoCo's compiler derives from the ar
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from bcg.estimators.validation import check_number
+
 
 def check(name: str, value) -> None:
     """``value`` must be None or a finite number >= 0 (kg m^2 on a hinge, kg on a slide)."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be None or a number >= 0, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{name} must be None or a finite number >= 0, got {value!r}")
+    check_number(name, value, at_least=0, optional=True)
 
 
 def joint_dof_mask(mj_model: mujoco.MjModel) -> np.ndarray:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from typing import NamedTuple
 
 import jax
@@ -48,6 +47,7 @@ from bcg.estimators.trigger import (  # noqa: F401  (re-exported: the historical
     resolve_stiff_timeconst,
     resolve_tau,
 )
+from bcg.estimators.validation import check_int, check_number
 from bcg.sim import mjx_compat
 from bcg.sim.model import Sim
 from bcg.sim.step import control_step, integrate_qpos
@@ -92,18 +92,6 @@ class _Book(NamedTuple):
     noise: jax.Array
     perturbed: jax.Array
     weight: jax.Array | None
-
-
-def _check_int(name, v, lo):
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
-
-
-def _check_pos(name, v, allow_zero=False):
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    if not ok or v < 0 or (v == 0 and not allow_zero):
-        rel = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {rel}, got {v!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,21 +179,19 @@ class BCG:
     name: str = "bcg"
 
     def __post_init__(self):
-        _check_int("num_branches (B)", self.num_branches, 1)
-        _check_int("horizon (H)", self.horizon, 1)
-        _check_pos("sigma_p", self.sigma_p, allow_zero=True)
-        _check_pos("sigma_v", self.sigma_v, allow_zero=True)
-        _check_pos("damping (lambda)", self.damping)
+        check_int("num_branches (B)", self.num_branches, 1)
+        check_int("horizon (H)", self.horizon, 1)
+        check_number("sigma_p", self.sigma_p, at_least=0)
+        check_number("sigma_v", self.sigma_v, at_least=0)
+        check_number("damping (lambda)", self.damping, above=0)
         if self.tau != "auto":
-            _check_pos("tau", self.tau, allow_zero=True)
+            check_number("tau", self.tau, at_least=0)
         if self.stiff_timeconst not in ("auto", None):
-            _check_pos("stiff_timeconst", self.stiff_timeconst)
-        ns = self.normal_scale
-        if isinstance(ns, bool) or not (isinstance(ns, (int, float)) and 0 <= ns <= 1):
-            raise ValueError(f"normal_scale must be a number in [0, 1], got {self.normal_scale!r}")
+            check_number("stiff_timeconst", self.stiff_timeconst, above=0)
+        check_number("normal_scale", self.normal_scale, at_least=0, at_most=1)
         for clamp in ("max_dq", "max_dqd"):
             if getattr(self, clamp) is not None:
-                _check_pos(clamp, getattr(self, clamp))
+                check_number(clamp, getattr(self, clamp), above=0)
         if self.perturb not in PERTURB:
             raise ValueError(f"perturb must be 'limb' or 'chain', got {self.perturb!r}")
         Trigger(mode=self.trigger)  # validates the mode
@@ -221,11 +207,11 @@ class BCG:
             if not isinstance(getattr(self, flag), bool):
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if self.branch_clip is not None:
-            _check_pos("branch_clip", self.branch_clip)
+            check_number("branch_clip", self.branch_clip, above=0)
         cotangent_clip.check_factor("env_clip", self.env_clip)
         backward_armature.check("backward_armature", self.backward_armature)
         if self.blend is not None:
-            _check_pos("blend", self.blend)
+            check_number("blend", self.blend, above=0)
         if self.forward not in FORWARD:
             raise ValueError(f"forward must be 'mean' or 'plain', got {self.forward!r}")
         if self.gradient not in ("first-order", "stein"):

@@ -24,19 +24,15 @@ inside a bundle (``branch_clip``, :mod:`bcg.estimators.aggregation`).
 
 from __future__ import annotations
 
-import math
-
 import jax
 import jax.numpy as jnp
+
+from bcg.estimators.validation import check_number
 
 
 def check_factor(name: str, factor) -> None:
     """ValueError unless ``factor`` is None or a finite number >= 1."""
-    if factor is None:
-        return
-    ok = isinstance(factor, (int, float)) and not isinstance(factor, bool)
-    if not ok or not math.isfinite(factor) or factor < 1:
-        raise ValueError(f"{name} must be None or a finite number >= 1, got {factor!r}")
+    check_number(name, factor, at_least=1, optional=True)
 
 
 def _is_float(x) -> bool:

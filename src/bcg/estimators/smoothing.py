@@ -40,13 +40,14 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-import numbers
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
+
+from bcg.estimators.validation import check_int, check_number
 
 PyTree = Any
 Fn = Callable[[PyTree], PyTree]
@@ -71,44 +72,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 # Validation (plain Python, at construction time)
 # --------------------------------------------------------------------------------------------
-
-
-def _check_sigma(sigma: object) -> float:
-    if isinstance(sigma, bool) or not isinstance(sigma, numbers.Real):
-        raise ValueError(
-            f"sigma must be a finite number > 0, got {sigma!r} ({type(sigma).__name__})"
-        )
-    value = float(sigma)
-    if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
-    return value
-
-
-def _check_num_samples(num_samples: object, minimum: int = 1) -> int:
-    if isinstance(num_samples, bool) or not isinstance(num_samples, numbers.Integral):
-        raise ValueError(
-            f"num_samples must be an integer >= {minimum}, got {num_samples!r} "
-            f"({type(num_samples).__name__})"
-        )
-    value = int(num_samples)
-    if value < minimum:
-        raise ValueError(f"num_samples must be an integer >= {minimum}, got {num_samples!r}")
-    return value
-
-
-def _check_bias_threshold(bias_threshold: object) -> float:
-    if isinstance(bias_threshold, bool) or not isinstance(bias_threshold, numbers.Real):
-        raise ValueError(
-            f"bias_threshold must be a number > 0 (inf disables the bias test), got "
-            f"{bias_threshold!r} ({type(bias_threshold).__name__})"
-        )
-    value = float(bias_threshold)
-    if math.isnan(value) or value <= 0.0:
-        raise ValueError(
-            f"bias_threshold must be a number > 0 (inf disables the bias test), got "
-            f"{bias_threshold!r}"
-        )
-    return value
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,9 +167,9 @@ class _Sampled(Estimator):
     _min_samples = 1
 
     def __post_init__(self):
-        object.__setattr__(self, "sigma", _check_sigma(self.sigma))
+        object.__setattr__(self, "sigma", check_number("sigma", self.sigma, above=0))
         object.__setattr__(
-            self, "num_samples", _check_num_samples(self.num_samples, self._min_samples)
+            self, "num_samples", check_int("num_samples", self.num_samples, self._min_samples)
         )
 
     def _samples(self, x: PyTree, key: jax.Array):
@@ -289,7 +252,17 @@ class AlphaOrder(_Sampled):
 
     def __post_init__(self):
         super().__post_init__()
-        object.__setattr__(self, "bias_threshold", _check_bias_threshold(self.bias_threshold))
+        object.__setattr__(
+            self,
+            "bias_threshold",
+            check_number(
+                "bias_threshold",
+                self.bias_threshold,
+                above=0,
+                allow_inf=True,
+                hint="inf disables the bias test",
+            ),
+        )
 
     def with_info(self, f: Fn, x: PyTree, key: jax.Array) -> tuple[PyTree, dict]:
         sg = jax.lax.stop_gradient
