@@ -27,6 +27,8 @@ with 12 slots and tau = 3 x the robot's weight, ``--tau-weights``, ``--bcg-param
   ``variance_decomposition``: the per-key summed variance split into ``between`` (the spread
   of the states' draw-averaged gradients: what no averaging within a state removes) and
   ``within`` (the draws' part), :func:`bcg.diagnostics.report.variance_decomposition`;
+  ``summed_variance_of_draw_means``: for M = 2, 3, 4, 6, the metric when every state's
+  gradient is the mean over M draws (disjoint groups of M keys, averaged over the groups);
 * ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
   the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
   (at the first point; a later point reuses the compiled function; with the persistent
@@ -258,6 +260,21 @@ def main(argv=None):
                 every = np.all(masks, axis=0)
                 aligned = np.stack([r[every[m]] for r, m in zip(rows, masks, strict=True)])
                 entry[name]["variance_decomposition"] = variance_decomposition(aligned)
+                # measured, not predicted: every state's gradient averaged over M draws
+                # (disjoint groups of M keys), the summed variance across states of those means,
+                # averaged over the groups; the decomposition predicts between + within / M
+                entry[name]["summed_variance_of_draw_means"] = {
+                    m: float(
+                        np.mean(
+                            [
+                                summed_variance(aligned[i : i + m].astype(np.float64).mean(0))
+                                for i in range(0, a.keys - m + 1, m)
+                            ]
+                        )
+                    )
+                    for m in (2, 3, 4, 6)
+                    if m <= a.keys // 2
+                }
                 entry[name]["summed_variance_per_key"] = per_key
                 entry[name]["summed_variance_median"] = float(np.median(per_key))
                 # every key's environments as one sample of K x 64 (state, draw) pairs: the
