@@ -45,6 +45,7 @@ Prints a table and, with ``--json``, the JSON ``{"points": [...], "settings": ..
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -106,6 +107,15 @@ def restore_point(lrn, a, key):
     return state
 
 
+def _with_action_std(state, std: float):
+    """``state`` whose actor's log_std vector is log(std) in every action dimension."""
+    if not (std > 0 and np.isfinite(std)):
+        raise SystemExit(f"--action-std must be a finite number > 0, got {std}")
+    params = dict(state.actor["params"])
+    params["log_std"] = jax.numpy.full_like(params["log_std"], np.log(std))
+    return dataclasses.replace(state, actor={**state.actor, "params": params})
+
+
 def _flat(G):
     leaves = jax.tree_util.tree_leaves(G)
     return np.concatenate([np.asarray(x, np.float64).reshape(x.shape[0], -1) for x in leaves], 1)
@@ -164,6 +174,13 @@ def main(argv=None):
         help="also the summed variance with K-1 further keys from the same states (heavy-tailed "
         "estimators vary by orders of magnitude between draws): per key and the median",
     )
+    p.add_argument(
+        "--action-std",
+        type=float,
+        default=None,
+        help="measure with the policy's exploration noise set to this pre-squash standard "
+        "deviation (every action dimension), instead of the checkpoint's learned one",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON result on stdout")
     p.add_argument("--out", default="results/g1_policy_gradient/g1_policy_gradient.json")
     a = p.parse_args(argv)
@@ -221,6 +238,9 @@ def main(argv=None):
             label = f"checkpoint-{a.checkpoint}"
         else:
             raise SystemExit(f"unknown point {which!r}: use initial and/or checkpoint")
+        if a.action_std is not None:
+            restored = _with_action_std(restored, a.action_std)
+            label += f"-std{a.action_std:g}"
         states = {
             n: _strong(learner_state(lrn, restored, owner, key)) for n, lrn in measured.items()
         }
