@@ -5,7 +5,8 @@
 For each measured policy (``initial``: a fresh SHAC state; ``checkpoint-N``: a SHAC run's
 checkpoint, default ``runs/g1_numerics_stiff_analytic`` at iteration 50, g1_jump stiff 64 x 32)
 and each estimator (``analytic`` and ``bcg``, built from the run's settings; bcg by default
-with 12 slots and tau = 3 x the robot's weight, ``--tau-weights``, ``--bcg-params``):
+with 12 slots, tau = 3 x the robot's weight and ``env_clip=3``, the G1 setting that
+docs/legged_bcg.md recommends; ``--tau-weights``, ``--bcg-params``):
 
 * ``summed_variance``: sum over the actor parameters of the variance across the 64 environments
   of the per-environment SHAC actor-loss gradients d L_e / d theta (one window of 32 steps from
@@ -72,8 +73,10 @@ from bcg.learners import harness, registry  # noqa: E402
 
 # 12 slots x B = 10 branches: at most 2 phases of 64 states per step; with tau at 3 x the
 # robot's weight (--tau-weights) the G1 jump needs at most 10 bundles per step
-# (results/g1_policy_gradient/trigger_loads.json), so nothing overflows
-DEFAULT_BCG = {"capacity": 12}
+# (results/g1_policy_gradient/trigger_loads.json), so nothing overflows; env_clip = 3 holds
+# each environment's backward cotangent to 3 x the batch median (the bundles alone leave the
+# G1's diverging environments, docs/legged_bcg.md)
+DEFAULT_BCG = {"capacity": 12, "env_clip": 3.0}
 
 
 def _strong(tree):
