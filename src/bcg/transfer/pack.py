@@ -56,7 +56,12 @@ def pack_policy(
     if action_range is not None:
         name, value = _env_param(learner.env, *action_range)
         run_value = getattr(learner.env, name)
-        ratio = _scales(learner.env) / _scales(dataclasses.replace(learner.env, **{name: value}))
+        new_scales = _scales(dataclasses.replace(learner.env, **{name: value}))
+        if not np.all(np.isfinite(new_scales) & (new_scales > 0)):
+            raise ValueError(
+                f"env.{name}={value} gives action scales {new_scales}: they must be finite and > 0"
+            )
+        ratio = _scales(learner.env) / new_scales
         params = scale_mean_action(params, ratio)
         run = {**run, "env_params": {**(run.get("env_params") or {}), name: value}}
     if std_scale is not None:
