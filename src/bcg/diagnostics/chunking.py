@@ -43,10 +43,10 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.extend.random import define_prng_impl, threefry2x32_p, threefry_prng_impl
 
 from bcg import estimators as E
+from bcg.validation import check_int
 
 # samples x rollouts per sample of one compiled call (memory bound)
 MAX_ROLLOUTS_PER_CALL = 32768
@@ -135,11 +135,7 @@ def chunk_size_for(est, chunk_size: int | None = None) -> int:
     """``chunk_size`` if given, else the largest power of two of samples whose rollouts
     (:func:`rollouts_per_sample`) stay within :data:`MAX_ROLLOUTS_PER_CALL`."""
     if chunk_size is not None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer):
-            raise ValueError(f"chunk_size must be a positive int or None, got {chunk_size!r}")
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-        return int(chunk_size)
+        return check_int("chunk_size", chunk_size, 1)
     return _pow2_floor(MAX_ROLLOUTS_PER_CALL // rollouts_per_sample(est))
 
 

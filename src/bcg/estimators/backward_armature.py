@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from bcg.estimators.validation import check_number
+from bcg.validation import check_number
 
 
 def check(name: str, value) -> None:

@@ -47,10 +47,10 @@ from bcg.estimators.trigger import (  # noqa: F401  (re-exported: the historical
     resolve_stiff_timeconst,
     resolve_tau,
 )
-from bcg.estimators.validation import check_int, check_number
 from bcg.sim import mjx_compat
 from bcg.sim.model import Sim
 from bcg.sim.step import control_step, integrate_qpos
+from bcg.validation import check_int, check_number
 
 PERTURB = ("limb", "chain")
 FORWARD = ("mean", "plain")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bcg.estimators.validation import check_number
+from bcg.validation import check_number
 
 
 def check_factor(name: str, factor) -> None:

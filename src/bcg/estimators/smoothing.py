@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 
-from bcg.estimators.validation import check_int, check_number
+from bcg.validation import check_int, check_number
 
 PyTree = Any
 Fn = Callable[[PyTree], PyTree]

@@ -40,6 +40,7 @@ import numpy as np
 from bcg.sim.contact import ContactStiffness, resolve_stiffness
 from bcg.sim.servo_schedule import scaled_servo_params
 from bcg.sim.solver import MAX_SCAN_ITERATIONS
+from bcg.validation import check_int, check_number
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -187,10 +188,8 @@ def load(
         accelerations (True) or not (False); None keeps the MJCF's setting. The native model
         keeps the MJCF's setting either way.
     """
-    if isinstance(substeps, bool) or not isinstance(substeps, (int, np.integer)) or substeps < 1:
-        raise ValueError(f"substeps must be an integer >= 1, got {substeps!r}")
-    if timestep is not None and not (np.isfinite(timestep) and timestep > 0):
-        raise ValueError(f"timestep must be a positive number of seconds, got {timestep!r}")
+    substeps = check_int("substeps", substeps, 1)
+    check_number("timestep", timestep, above=0, optional=True, hint="seconds")
 
     if isinstance(mjcf, mujoco.MjModel):
         m = mjcf
@@ -208,8 +207,7 @@ def load(
 
     mx_src = _copy_model(m)
     its = int(m.opt.iterations) if solver_iterations == "model" else solver_iterations
-    if isinstance(its, bool) or not isinstance(its, (int, np.integer)) or its < 1:
-        raise ValueError(f"solver_iterations must be an integer >= 1, got {solver_iterations!r}")
+    its = check_int("solver_iterations", its, 1)
     if its > MAX_SCAN_ITERATIONS:
         raise ModelError(
             f"{label}: opt.iterations = {its}: MJX would solve contact with lax.while_loop, which "

@@ -1,11 +1,15 @@
-"""The shared construction-time checks of estimator options."""
+"""The shared construction-time checks of numeric options (bcg.validation)."""
 
 import math
 
 import numpy as np
 import pytest
+from mjcf_models import SLIDER_ON_PLANE
 
-from bcg.estimators.validation import check_int, check_number
+import bcg.sim as bs
+from bcg import estimators as E
+from bcg.diagnostics.chunking import chunk_size_for
+from bcg.validation import check_int, check_number
 
 
 @pytest.mark.parametrize(
@@ -53,3 +57,26 @@ def test_check_int():
     for bad in (0, 2.0, True, "2"):
         with pytest.raises(ValueError, match=r"^n must be an integer >= 1, got"):
             check_int("n", bad, 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"substeps": 0}, "substeps must be an integer >= 1, got 0"),
+        ({"substeps": 2.0}, "substeps must be an integer >= 1, got 2.0 (float)"),
+        ({"timestep": -0.01}, "timestep must be None or a finite number > 0 (seconds), got -0.01"),
+        ({"timestep": float("nan")}, "timestep must be None or a finite number > 0 (seconds)"),
+        ({"solver_iterations": 0}, "solver_iterations must be an integer >= 1, got 0"),
+    ],
+)
+def test_sim_load_checks_its_numeric_options(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        bs.load(SLIDER_ON_PLANE, **kwargs)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("chunk_size", [0, True, 1.5])
+def test_chunk_size_checked(chunk_size):
+    with pytest.raises(ValueError, match="chunk_size must be an integer >= 1"):
+        chunk_size_for(E.make("analytic"), chunk_size)
+    assert chunk_size_for(E.make("analytic"), np.int64(3)) == 3

@@ -1,7 +1,9 @@
-"""Construction-time checks of estimator options: plain Python, errors that name the option.
+"""Construction-time checks of numeric options: plain Python, errors that name the option.
 
-Every estimator validates its numeric options here, so a bad value fails when the estimator
-is built (``E.make("bcg", tau=-1)``), not as a NaN or a shape error inside a compiled rollout.
+Estimators, the simulation loader and the diagnostics validate their numeric options here, so
+a bad value fails when the object is built (``E.make("bcg", tau=-1)``, ``bcg.sim.load(...,
+substeps=0)``), not as a NaN or a shape error inside a compiled rollout. The module imports
+nothing from bcg, so every layer can use it.
 """
 
 from __future__ import annotations
