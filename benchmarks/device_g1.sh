@@ -7,7 +7,7 @@
 # Run there (T1 + T2 seconds at most):
 #   bash benchmarks/device_g1.sh [OUT_DIR]
 #   1. g1_policy_gradient.py at the initial policy and checkpoint 50 of
-#      runs/g1_numerics_stiff_analytic: summed variance and seconds per actor-window gradient
+#      results/g1/shac_checkpoints/analytic_it50: summed variance and seconds per actor-window gradient
 #      pass (--timing gradient: no SHAC iteration to compile), analytic vs bcg (tau 981.22 N,
 #      12 slots, env_clip 3), 64 envs x 32 steps, interleaved;
 #   2. throughput.py at 1024 envs x 32 steps, analytic vs bcg (the same settings, slots as a

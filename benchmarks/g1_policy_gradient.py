@@ -3,7 +3,9 @@
     python benchmarks/g1_policy_gradient.py --json
 
 For each measured policy (``initial``: a fresh SHAC state; ``checkpoint-N``: a SHAC run's
-checkpoint, default ``runs/g1_numerics_stiff_analytic`` at iteration 50, g1_jump stiff 64 x 32)
+checkpoint, default :data:`DEFAULT_RUN` at iteration 50, an analytic SHAC run of g1_jump,
+stiff, 64 x 32; :data:`JUMP_RUN` at iteration 20 is the trained jumping policy
+``results/g1/A_stage29_ff1`` after a 20-iteration critic warm-up with the actor held)
 and each estimator (``analytic`` and ``bcg``, built from the run's settings; bcg by default
 with 12 slots, tau = 3 x the robot's weight and ``env_clip=3``, the G1 setting that
 docs/legged_bcg.md recommends; ``--tau-weights``, ``--bcg-params``):
@@ -77,6 +79,9 @@ from bcg.learners import harness, registry  # noqa: E402
 # each environment's backward cotangent to 3 x the batch median (the bundles alone leave the
 # G1's diverging environments, docs/legged_bcg.md)
 DEFAULT_BCG = {"capacity": 12, "env_clip": 3.0}
+# SHAC checkpoints kept in the repository, so that the metric runs on a fresh clone
+DEFAULT_RUN = "results/g1/shac_checkpoints/analytic_it50"
+JUMP_RUN = "results/g1/shac_checkpoints/A_jump_critic20"
 
 
 def _strong(tree):
@@ -94,7 +99,7 @@ def _strong(tree):
 def add_point_arguments(p, point="initial"):
     """The arguments of the G1 replay benchmarks that pick a policy and a draw: ``--run``,
     ``--checkpoint``, ``--point``, ``--key``, ``--seed``."""
-    p.add_argument("--run", default="runs/g1_numerics_stiff_analytic", help="SHAC run directory")
+    p.add_argument("--run", default=DEFAULT_RUN, help="SHAC run directory")
     p.add_argument("--checkpoint", type=int, default=50, help="its checkpoint iteration")
     p.add_argument("--point", choices=("initial", "checkpoint"), default=point)
     p.add_argument("--key", type=int, required=True, help="the draw (g1_policy_gradient's key)")
@@ -133,7 +138,7 @@ def _finite_rows(G):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--run", default="runs/g1_numerics_stiff_analytic", help="SHAC run directory")
+    p.add_argument("--run", default=DEFAULT_RUN, help="SHAC run directory")
     p.add_argument("--checkpoint", type=int, default=50, help="its checkpoint iteration")
     p.add_argument("--points", default="initial,checkpoint", help="initial and/or checkpoint")
     p.add_argument(

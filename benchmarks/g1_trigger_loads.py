@@ -3,9 +3,10 @@
     python benchmarks/g1_trigger_loads.py --json
 
 Rolls one 32-step window of 64 environments with the plain (analytic) step from a fresh SHAC
-state and from a checkpoint (default ``runs/g1_numerics_stiff_analytic`` at 50), records each
-env-step's trigger signals (:meth:`bcg.estimators.trigger.Trigger.loads`: the largest group
-mean load, the largest group peak load, the largest contact peak force) and reports, for tau
+state and from a checkpoint (default ``results/g1/shac_checkpoints/analytic_it50`` at 50),
+records each env-step's trigger signals (:meth:`bcg.estimators.trigger.Trigger.loads`: the
+largest group mean load, the largest group peak load, the largest contact peak force) and
+reports, for tau
 as multiples of the robot's weight, the fraction of env-steps that would trigger and, replaying
 H = 2 bundles on these loads (a trigger opens a bundle unless one is running), the mean and
 largest number of environments in a bundle at one step. The bundles change the trajectory,
@@ -75,7 +76,7 @@ def bundles(trig: np.ndarray, horizon: int) -> np.ndarray:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--run", default="runs/g1_numerics_stiff_analytic")
+    p.add_argument("--run", default="results/g1/shac_checkpoints/analytic_it50")
     p.add_argument("--checkpoint", type=int, default=50)
     p.add_argument("--horizon", type=int, default=2, help="bundle length H for the replay")
     p.add_argument("--json", action="store_true")

@@ -2,7 +2,8 @@
 # What benchmarks/device_g1.sh needs on a GPU machine without network or MuJoCo: wheels of
 # MuJoCo, MJX and their small pure dependencies for CPython 3.12 into .whl/, and the G1 MJCF
 # (with its meshes) from the installed playground package into .g1xml/. Both are git-ignored
-# (.git/info/exclude); carry them, and the run directory of the checkpoint, to that machine
+# (.git/info/exclude); carry them to that machine (the SHAC checkpoint is tracked, under
+# results/g1/shac_checkpoints/)
 # (and .jaxcache.tar, a copy of a previous run's OUT/jax_cache.tar, if there is one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
