@@ -3,9 +3,9 @@
     python benchmarks/g1_policy_gradient.py --json
 
 For each measured policy (``initial``: a fresh SHAC state; ``checkpoint-N``: a SHAC run's
-checkpoint, default :data:`DEFAULT_RUN` at iteration 50, an analytic SHAC run of g1_jump,
-stiff, 64 x 32; :data:`JUMP_RUN` at iteration 20 is the trained jumping policy
-``results/g1/A_stage29_ff1`` after a 20-iteration critic warm-up with the actor held)
+checkpoint, by default the newest of :data:`DEFAULT_RUN`, iteration 50 of an analytic SHAC
+run of g1_jump, stiff, 64 x 32; :data:`JUMP_RUN`'s, iteration 20, is the trained jumping
+policy ``results/g1/A_stage29_ff1`` after a 20-iteration critic warm-up with the actor held)
 and each estimator (``analytic`` and ``bcg``, built from the run's settings; bcg by default
 with 12 slots, tau = 3 x the robot's weight and ``env_clip=3``, the G1 setting that
 docs/legged_bcg.md recommends; ``--tau-weights``, ``--bcg-params``):
@@ -100,7 +100,7 @@ def add_point_arguments(p, point="initial"):
     """The arguments of the G1 replay benchmarks that pick a policy and a draw: ``--run``,
     ``--checkpoint``, ``--point``, ``--key``, ``--seed``."""
     p.add_argument("--run", default=DEFAULT_RUN, help="SHAC run directory")
-    p.add_argument("--checkpoint", type=int, default=50, help="its checkpoint iteration")
+    p.add_argument("--checkpoint", type=int, help="its checkpoint iteration (default: the newest)")
     p.add_argument("--point", choices=("initial", "checkpoint"), default=point)
     p.add_argument("--key", type=int, required=True, help="the draw (g1_policy_gradient's key)")
     p.add_argument("--seed", type=int, default=0)
@@ -139,7 +139,7 @@ def _finite_rows(G):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--run", default=DEFAULT_RUN, help="SHAC run directory")
-    p.add_argument("--checkpoint", type=int, default=50, help="its checkpoint iteration")
+    p.add_argument("--checkpoint", type=int, help="its checkpoint iteration (default: the newest)")
     p.add_argument("--points", default="initial,checkpoint", help="initial and/or checkpoint")
     p.add_argument(
         "--bcg-params", default=json.dumps(DEFAULT_BCG), help="JSON keywords of the bcg estimator"
@@ -242,8 +242,9 @@ def main(argv=None):
             # restored into the state of the learner that wrote it (a bcg run's state holds
             # more than an analytic one's), then handed to each measured learner
             owner = registry.build(run)[1]
-            restored, *_ = harness.restore_checkpoint(run_dir, owner.init(key), a.checkpoint)
-            label = f"checkpoint-{a.checkpoint}"
+            step = a.checkpoint if a.checkpoint is not None else harness.latest_step(run_dir)
+            restored, *_ = harness.restore_checkpoint(run_dir, owner.init(key), step)
+            label = f"checkpoint-{step}"
         else:
             raise SystemExit(f"unknown point {which!r}: use initial and/or checkpoint")
         if a.action_std is not None:
