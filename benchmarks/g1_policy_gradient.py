@@ -33,9 +33,10 @@ docs/legged_bcg.md recommends; ``--tau-weights``, ``--bcg-params``):
   ``summed_variance_of_draw_means``: for M = 2, 3, 4, 6, the metric when every state's
   gradient is the mean over M draws (disjoint groups of M keys, averaged over the groups);
 * ``bundled_fraction`` / ``triggered_fraction`` / ``overflow`` of the window (for ``analytic``:
-  the env-steps that would trigger); ``gradient_compile_seconds``: compile + first gradient
-  (at the first point; a later point reuses the compiled function; with the persistent
-  compilation cache on, a cached executable is only loaded: ``--no-compile-cache``);
+  the env-steps that would trigger at the plain step's own ``tau="auto"``, not bcg's tau);
+  ``gradient_compile_seconds``: compile + first gradient (at the first point; a later point
+  reuses the compiled function; with the persistent compilation cache on, a cached executable
+  is only loaded: ``--no-compile-cache``);
 * with ``--extra '{"label": ["estimator", {params}], ...}'``, further estimators measured
   from the same states like the two above (not timed), e.g. ``analytic`` with ``env_clip``;
 * with ``--soft-floor``, ``analytic_soft``: the analytic gradient from the same states on soft
