@@ -1,7 +1,8 @@
 #!/bin/bash
 # critic warm-up from the packed jumping policy A (actor held): a SHAC checkpoint of A for
-# benchmarks/g1_policy_gradient.py
-cd /work/main
+# benchmarks/g1_policy_gradient.py. Writes runs/g1_A_critic; this folder is a copy of its
+# run.json, metrics.csv and checkpoints/20. Run from anywhere after scripts/setup.sh.
+cd "$(dirname "$0")/../../../.."
 exec .venv/bin/bcg train --task g1_jump --stiffness stiff --learner shac --estimator analytic \
       --param env.actions=residual \
       --param env.residual_scale=0.5 --param env.leg_residual_scale=1.0 \
