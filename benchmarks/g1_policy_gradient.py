@@ -243,9 +243,8 @@ def main(argv=None):
             # restored into the state of the learner that wrote it (a bcg run's state holds
             # more than an analytic one's), then handed to each measured learner
             owner = registry.build(run)[1]
-            step = a.checkpoint if a.checkpoint is not None else harness.latest_step(run_dir)
-            restored, *_ = harness.restore_checkpoint(run_dir, owner.init(key), step)
-            label = f"checkpoint-{step}"
+            restored, step, *_ = harness.restore_checkpoint(run_dir, owner.init(key), a.checkpoint)
+            label = f"checkpoint-{step}"  # the newest unless --checkpoint
         else:
             raise SystemExit(f"unknown point {which!r}: use initial and/or checkpoint")
         if a.action_std is not None:

@@ -3,11 +3,10 @@
     python benchmarks/g1_trigger_loads.py --json
 
 Rolls one 32-step window of 64 environments with the plain (analytic) step from a fresh SHAC
-state and from a checkpoint (default ``results/g1/shac_checkpoints/analytic_it50`` at 50),
-records each env-step's trigger signals (:meth:`bcg.estimators.trigger.Trigger.loads`: the
-largest group mean load, the largest group peak load, the largest contact peak force) and
-reports, for tau
-as multiples of the robot's weight, the fraction of env-steps that would trigger and, replaying
+state and from a checkpoint (default: g1_policy_gradient's ``DEFAULT_RUN`` at 50), records
+each env-step's trigger signals (:meth:`bcg.estimators.trigger.Trigger.loads`: the largest
+group mean load, the largest group peak load, the largest contact peak force) and reports, for
+tau as multiples of the robot's weight, the fraction of env-steps that would trigger and, replaying
 H = 2 bundles on these loads (a trigger opens a bundle unless one is running), the mean and
 largest number of environments in a bundle at one step. The bundles change the trajectory,
 so these are estimates for choosing tau and ``capacity``.
@@ -29,6 +28,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from actor_gradient_variance import learner_state  # noqa: E402
+from g1_policy_gradient import DEFAULT_RUN  # noqa: E402
 
 from bcg.estimators.stats import StepStats  # noqa: E402
 from bcg.estimators.trigger import Trigger  # noqa: E402
@@ -76,7 +76,7 @@ def bundles(trig: np.ndarray, horizon: int) -> np.ndarray:
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--run", default="results/g1/shac_checkpoints/analytic_it50")
+    p.add_argument("--run", default=DEFAULT_RUN)
     p.add_argument("--checkpoint", type=int, default=50)
     p.add_argument("--horizon", type=int, default=2, help="bundle length H for the replay")
     p.add_argument("--json", action="store_true")
