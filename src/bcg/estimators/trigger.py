@@ -33,15 +33,17 @@ import numpy as np
 from bcg.sim import mjx_compat
 from bcg.sim.model import Sim
 
-TAU_AUTO_WEIGHT_FACTOR = 1.2  # auto tau = 1.2 x total weight (paper: 400 N on a 33 kg G1)
+TAU_AUTO_WEIGHT_FACTOR = 1.2  # auto tau = 1.2 x supported weight (paper: 400 N on a 33 kg G1)
 STIFF_AUTO_STEPS = 3.0  # auto stiffness gate: contact time constant <= 3 physics steps
 MODES = ("group-mean", "group-peak", "contact")
 
 
 def resolve_tau(tau: float | str, sim: Sim) -> float:
-    """Trigger force in newtons: ``tau``, or 1.2 x total weight for ``"auto"``."""
+    """Trigger force in newtons: ``tau``, or for ``"auto"`` 1.2 x the weight contacts can have
+    to carry (:meth:`bcg.sim.Sim.supported_weight`: the whole robot for a legged one, the
+    handled objects for arms on a fixed base)."""
     if tau == "auto":
-        return TAU_AUTO_WEIGHT_FACTOR * sim.total_weight()
+        return TAU_AUTO_WEIGHT_FACTOR * sim.supported_weight()
     return float(tau)
 
 

@@ -133,6 +133,33 @@ class Sim:
         g = float(np.linalg.norm(self.mj_model.opt.gravity))
         return float(np.sum(self.mj_model.body_mass)) * g
 
+    def supported_weight(self) -> float:
+        """Weight in newtons that contacts can have to carry: m g summed over the bodies whose
+        path to the world has a free joint or a slide joint with a component along gravity
+        (a legged robot: all of it; arms on a fixed base: only the objects they handle). The
+        total weight when no body is free to fall."""
+        return supported_weight(self.mj_model)
+
+
+def supported_weight(m: mujoco.MjModel) -> float:
+    """:meth:`Sim.supported_weight` of an ``MjModel`` (joint axes taken at ``qpos0``)."""
+    gravity = np.asarray(m.opt.gravity, float)
+    g = float(np.linalg.norm(gravity))
+    if g == 0:
+        return 0.0
+    d = mujoco.MjData(m)
+    mujoco.mj_kinematics(m, d)
+    falls = np.zeros(m.nbody, bool)
+    for b in range(1, m.nbody):  # a parent's index is below its children's
+        falls[b] = falls[m.body_parentid[b]]
+        for j in range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]):
+            if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE:
+                falls[b] = True
+            elif m.jnt_type[j] == mujoco.mjtJoint.mjJNT_SLIDE:
+                falls[b] |= abs(float(d.xaxis[j] @ gravity)) > 1e-9 * g
+    mass = float(np.sum(m.body_mass[falls]))
+    return (mass if mass > 0 else float(np.sum(m.body_mass))) * g
+
 
 def _read_mjcf(mjcf: str | os.PathLike) -> mujoco.MjModel:
     text = str(mjcf)
