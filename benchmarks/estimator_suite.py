@@ -35,22 +35,14 @@ import tomllib
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
-jax.config.update(
-    "jax_compilation_cache_dir",
-    os.environ.get("BCG_JAX_CACHE", os.path.expanduser("~/.cache/bcg/jax")),
-)
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-
-import jax.numpy as jnp  # noqa: E402
-import mujoco  # noqa: E402
-import numpy as np  # noqa: E402
-
-from bcg import estimators as E  # noqa: E402
-from bcg.diagnostics import report as R  # noqa: E402
-from bcg.diagnostics.timing import interleaved_medians  # noqa: E402
-from bcg.sim import load  # noqa: E402
+from bcg import estimators as E
+from bcg.diagnostics import report as R
+from bcg.diagnostics.timing import interleaved_medians
+from bcg.sim import load
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "suite.toml"
@@ -368,6 +360,11 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print the result as JSON at the end")
     p.add_argument("--smoke", action="store_true", help="hopper, batch 4, horizon 2, 2 keys")
     a = p.parse_args(argv)
+    # float64 and the persistent compilation cache, as `bcg grad` (set here, not on import)
+    jax.config.update("jax_enable_x64", True)
+    cache = os.environ.get("BCG_JAX_CACHE", os.path.expanduser("~/.cache/bcg/jax"))
+    jax.config.update("jax_compilation_cache_dir", cache)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     if a.keys < 1:
         p.error("--keys must be >= 1")
     suite = read_suite(a.suite)

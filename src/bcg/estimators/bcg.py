@@ -103,7 +103,8 @@ class BCG:
       horizon: H, control steps a bundle lasts (paper 2).
       sigma_p: Cartesian position offset std in metres (paper 0.01).
       sigma_v: Cartesian velocity offset std in m/s (paper 0.02).
-      tau: trigger threshold in newtons, or ``"auto"`` = 1.2 x total weight.
+      tau: trigger threshold in newtons, or ``"auto"`` = 1.2 x the supported weight
+        (:meth:`bcg.sim.Sim.supported_weight`).
       trigger: ``"group-mean"`` (a group's mean total normal force over the control step, i.e.
         its impulse / control_dt), ``"group-peak"`` or ``"contact"`` (per-contact peak force,
         the paper's text); see :mod:`bcg.estimators.trigger`.

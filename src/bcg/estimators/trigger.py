@@ -116,7 +116,7 @@ class Trigger:
     """Which groups and contacts of an environment are hot after a control step.
 
     Args:
-      tau: threshold in newtons, or ``"auto"`` = 1.2 x the model's total weight.
+      tau: threshold in newtons, or ``"auto"`` = 1.2 x the model's supported weight.
       stiff_timeconst: largest solref time constant (s) that may trigger, ``"auto"`` (3 physics
         steps) or None (any contact).
       mode: ``"group-mean"``, ``"group-peak"`` or ``"contact"`` (module docstring).
