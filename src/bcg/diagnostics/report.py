@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import jax
@@ -217,32 +218,60 @@ def chunked_gradient_function(problem: GradProblem, est, chunk_size: int | None 
     LAPACK call large enough to deadlock jaxlib's CPU thread pool, chosen at the first call
     (:mod:`bcg.diagnostics.chunking`). ``stats`` are summed over the chunks (with a finite BCG
     capacity, each chunk has its own slots). ``fn``: a compiled :func:`gradient_function` of
-    ``est`` to reuse."""
+    ``est`` to reuse.
+
+    ``h.compile(mx, qpos0, qvel0, ctrl, key)`` compiles ahead of the first call: it traces and
+    lowers in the calling thread and returns a function that runs XLA's compilation (which
+    releases the GIL), so that the compilations of several estimators, and other work such as
+    the native reference, can overlap (:func:`run_report`). The program each chunk size gets is
+    the one the chunk-size check lowered: nothing is traced twice."""
     g = gradient_function(problem, est) if fn is None else fn
     sizes = {}  # batch -> chunk size
+    lowered = {}  # chunk length -> jax.stages.Lowered
+    compiled = {}  # chunk length -> jax.stages.Compiled
 
-    def h(mx, qpos0, qvel0, ctrl, key):
-        qpos0, qvel0 = np.asarray(qpos0), np.asarray(qvel0)
-        N = qpos0.shape[0]
+    def chunk_args(mx, qpos0, qvel0, ctrl, key, start, stop):
+        q, v = jnp.asarray(qpos0[start:stop]), jnp.asarray(qvel0[start:stop])
+        return mx, q, v, ctrl, key, np.uint32(start)
 
-        def args(start, stop):
-            q, v = jnp.asarray(qpos0[start:stop]), jnp.asarray(qvel0[start:stop])
-            return mx, q, v, ctrl, key, np.uint32(start)
+    def lower(args, m):
+        if m not in lowered:
+            lowered[m] = g.lower(*chunk_args(*args, 0, m))
+        return lowered[m]
 
+    def plan(args) -> list[tuple[int, int]]:
+        N = np.shape(args[1])[0]
         if N not in sizes:
             size = chunking.chunk_size_for(est, chunk_size)
             if chunk_size is None:
-                size = chunking.lapack_safe_chunk(lambda m: g.lower(*args(0, m)).as_text(), N, size)
+                size = chunking.lapack_safe_chunk(lambda m: lower(args, m).as_text(), N, size)
             sizes[N] = size
+        return chunking.chunk_bounds(N, sizes[N])
+
+    def compile_ahead(mx, qpos0, qvel0, ctrl, key) -> Callable[[], None]:
+        args = (mx, np.asarray(qpos0), np.asarray(qvel0), ctrl, key)
+        todo = {stop - start: lower(args, stop - start) for start, stop in plan(args)}
+
+        def run_compile():
+            for m, low in todo.items():
+                if m not in compiled:
+                    compiled[m] = low.compile()
+
+        return run_compile
+
+    def h(mx, qpos0, qvel0, ctrl, key):
+        args = (mx, np.asarray(qpos0), np.asarray(qvel0), ctrl, key)
         Gs, Js, stats = [], [], None
-        for start, stop in chunking.chunk_bounds(N, sizes[N]):
-            G, J, st = g(*args(start, stop))
+        for start, stop in plan(args):
+            call = compiled.get(stop - start, g)
+            G, J, st = call(*chunk_args(*args, start, stop))
             Gs.append(np.asarray(G))  # waits for the chunk: bounded memory
             Js.append(np.asarray(J))
             st = jax.tree_util.tree_map(np.asarray, st)
             stats = st if stats is None else jax.tree_util.tree_map(np.add, stats, st)
         return np.concatenate(Gs), np.concatenate(Js), stats
 
+    h.compile = compile_ahead
     return h
 
 
@@ -353,42 +382,55 @@ def run_report(
         "theta_dim": problem.dim,
         "estimators": {},
     }
-    ref = None
-    if reference:
-        ref = problem_reference(problem, seed, ref_batch_factor, h_vel, h_ctrl)
-        out["reference"] = {
-            "gradient": ref.tolist(),
-            "batch": problem.batch * ref_batch_factor,
-            "method": "native MuJoCo central FD of the Monte-Carlo mean",
-        }
-    fns = {}
-    for label, est in estimators.items():
-        if progress:
-            progress(f"{label}: compiling")
-        f = chunked_gradient_function(problem, est, chunk_size)
-        t0 = time.perf_counter()
-        G, J, stats = jax.block_until_ready(f(*args))
-        compile_s = time.perf_counter() - t0
-        fns[label] = f
-        G = np.asarray(G)
-        nan = int(np.sum(~np.isfinite(G)))
-        Gf = np.where(np.isfinite(G), G, 0.0) if nan else G
-        env_steps = problem.batch * problem.horizon
-        lo, hi = bootstrap_interval(Gf, seed=seed)
-        out["estimators"][label] = {
-            "mean": Gf.mean(0).tolist(),
-            "summed_variance": summed_variance(Gf),
-            "summed_variance_ci95": [lo, hi],
-            "cosine_to_reference": cosine(Gf.mean(0), ref) if ref is not None else None,
-            "triggered_fraction": float(np.sum(stats.triggered)) / env_steps,
-            "bundled_fraction": float(np.sum(stats.bundled)) / env_steps,
-            "overflow": int(np.sum(stats.overflow)),
-            "nan_count": nan,
-            "objective_mean": float(np.mean(np.asarray(J))),
-            "compile_seconds": compile_s,
-        }
-        if progress:
-            progress(f"{label}: done (compiled in {compile_s:.0f} s)")
+    # The native reference and every estimator's XLA compilation run in worker threads (both
+    # release the GIL) while the main thread traces the next estimator: on a few cores a cold
+    # report takes about the longest of them, not their sum.
+    with ThreadPoolExecutor(max_workers=2) as workers:
+        ref_job = None
+        if reference:
+            ref_job = workers.submit(
+                problem_reference, problem, seed, ref_batch_factor, h_vel, h_ctrl
+            )
+        fns, jobs, started = {}, {}, {}
+        for label, est in estimators.items():
+            if progress:
+                progress(f"{label}: compiling")
+            started[label] = time.perf_counter()
+            f = chunked_gradient_function(problem, est, chunk_size)
+            fns[label] = f
+            jobs[label] = workers.submit(f.compile(*args))
+        ref = None
+        if ref_job is not None:
+            ref = ref_job.result()
+            out["reference"] = {
+                "gradient": ref.tolist(),
+                "batch": problem.batch * ref_batch_factor,
+                "method": "native MuJoCo central FD of the Monte-Carlo mean",
+            }
+        for label in estimators:
+            f = fns[label]
+            jobs[label].result()
+            G, J, stats = jax.block_until_ready(f(*args))
+            compile_s = time.perf_counter() - started[label]
+            G = np.asarray(G)
+            nan = int(np.sum(~np.isfinite(G)))
+            Gf = np.where(np.isfinite(G), G, 0.0) if nan else G
+            env_steps = problem.batch * problem.horizon
+            lo, hi = bootstrap_interval(Gf, seed=seed)
+            out["estimators"][label] = {
+                "mean": Gf.mean(0).tolist(),
+                "summed_variance": summed_variance(Gf),
+                "summed_variance_ci95": [lo, hi],
+                "cosine_to_reference": cosine(Gf.mean(0), ref) if ref is not None else None,
+                "triggered_fraction": float(np.sum(stats.triggered)) / env_steps,
+                "bundled_fraction": float(np.sum(stats.bundled)) / env_steps,
+                "overflow": int(np.sum(stats.overflow)),
+                "nan_count": nan,
+                "objective_mean": float(np.mean(np.asarray(J))),
+                "compile_seconds": compile_s,
+            }
+            if progress:
+                progress(f"{label}: done (traced, compiled and run in {compile_s:.0f} s)")
     if progress:
         progress("timing the compiled gradients (interleaved)")
     times = interleaved_medians({k: partial(f, *args) for k, f in fns.items()}, repeats)
