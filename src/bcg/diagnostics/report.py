@@ -263,8 +263,11 @@ def chunked_gradient_function(problem: GradProblem, est, chunk_size: int | None 
         args = (mx, np.asarray(qpos0), np.asarray(qvel0), ctrl, key)
         Gs, Js, stats = [], [], None
         for start, stop in plan(args):
-            call = compiled.get(stop - start, g)
-            G, J, st = call(*chunk_args(*args, start, stop))
+            a = chunk_args(*args, start, stop)
+            try:
+                G, J, st = compiled.get(stop - start, g)(*a)
+            except TypeError:  # arguments of another structure than compiled for: retrace
+                G, J, st = g(*a)
             Gs.append(np.asarray(G))  # waits for the chunk: bounded memory
             Js.append(np.asarray(J))
             st = jax.tree_util.tree_map(np.asarray, st)
