@@ -116,4 +116,17 @@ def test_nan_guard_keeps_params_and_counts():
     assert bool(ok) and not np.allclose(p3["w"], params["w"])
     _, _, ok = guarded_step(tx, params, opt, good, 0.1, loss=jnp.inf)
     assert not bool(ok)
+    # finite entries whose global norm overflows: clipping would zero them and Adam would take
+    # a momentum-only step; the guard skips it instead
+    big = jnp.finfo(jnp.float32).max / 2
+    huge = {"w": jnp.full(3, big, jnp.float32), "b": jnp.ones((), jnp.float32)}
+    p32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), params)
+    o32 = tx.init(p32)
+    assert bool(jnp.all(jnp.isfinite(huge["w"]))) and not np.isfinite(optax.global_norm(huge))
+    p4, o4, ok = guarded_step(tx, p32, o32, huge, 0.1)
+    assert not bool(ok)
+    for a, b in zip(
+        jax.tree_util.tree_leaves((p4, o4)), jax.tree_util.tree_leaves((p32, o32)), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
     assert isinstance(tx, optax.GradientTransformation)

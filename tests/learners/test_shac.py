@@ -117,6 +117,42 @@ def test_nan_gradient_update_is_skipped(kind):
         )
 
 
+@jax.custom_vjp
+def _huge_grad(x):
+    return jnp.zeros_like(x)
+
+
+# a finite cotangent whose square overflows float32 (the networks' dtype): the actor gradient's
+# entries stay finite, its global norm is infinite
+_huge_grad.defvjp(lambda x: (jnp.zeros_like(x), None), lambda _, g: (jnp.full_like(g, 1e25),))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HugeToy(Toy):
+    """Finite forward values, a gradient through the reward with an infinite float32 norm."""
+
+    def reward(self, data, action, next_data):
+        return super().reward(data, action, next_data) + _huge_grad(next_data.qpos[0])
+
+
+def test_infinite_gradient_norm_is_a_counted_skip(tmp_path):
+    """Clipping an infinite norm would zero the gradient and Adam would move on its momentum;
+    the update is skipped instead and ``metrics.csv`` counts it."""
+    env = HugeToy(sim=toy_env().sim, episode_length=5)
+    learner = SHAC(env, E.make("analytic"), TINY, iterations=1)
+    state = learner.init(jax.random.split(jax.random.PRNGKey(0))[0])  # train's, at seed 0
+    assert jax.tree_util.tree_leaves(state.actor)[0].dtype == jnp.float32
+    harness.train(learner, tmp_path, checkpoint_every=1, progress=False, eval_episodes=0)
+    (row,) = _rows(tmp_path)
+    assert not np.isfinite(float(row["actor_grad_norm"]))
+    assert float(row["actor_skipped"]) == 1 and float(row["skipped_updates"]) >= 1
+    new, _, _, _ = harness.restore_checkpoint(tmp_path, state)
+    for a, b in zip(
+        jax.tree_util.tree_leaves(new.actor), jax.tree_util.tree_leaves(state.actor), strict=True
+    ):
+        np.testing.assert_array_equal(a, b)
+
+
 class _Kill(Exception):
     pass
 

@@ -6,10 +6,12 @@ over the run,
     g <- g min(1, c / |g|),   u = Adam_{beta1, beta2}(g),   theta <- theta - lr_k u,
     lr_k = lr_0 + (lr_end - lr_0) k / K    (k = iteration, K = planned iterations).
 
-NaN guard: when the raw gradient (or the loss) has a NaN or Inf entry, neither the parameters
-nor the optimiser moments change and the step is counted as skipped; a non-finite gradient is
-never applied. :func:`clean_actor_gradient` tells whether the cotangents zeroed in a rollout's
-backward pass all belonged to environments dropped from the loss.
+NaN guard: when the raw gradient (or the loss) has a NaN or Inf entry, or its global norm
+|g| is not finite (finite entries whose squares overflow), neither the parameters nor the
+optimiser moments change and the step is counted as skipped: a non-finite gradient is never
+applied, and an infinite norm never becomes clip's zero gradient and a momentum-only Adam step.
+:func:`clean_actor_gradient` tells whether the cotangents zeroed in a rollout's backward pass
+all belonged to environments dropped from the loss.
 """
 
 from __future__ import annotations
@@ -37,12 +39,17 @@ def is_finite(tree) -> jax.Array:
 def guarded_step(
     tx: optax.GradientTransformation, params, opt_state, grads, lr, loss=0.0, valid=True
 ):
-    """One optimiser step, or no change when ``grads`` / ``loss`` are not finite or ``valid``
-    (a learner's own check of the gradient) is False.
+    """One optimiser step, or no change when ``grads`` / ``loss`` / the global norm of
+    ``grads`` are not finite or ``valid`` (a learner's own check of the gradient) is False.
 
     Returns ``(params, opt_state, ok)``; ``ok`` is False for a skipped step.
     """
-    ok = is_finite(grads) & jnp.all(jnp.isfinite(loss)) & jnp.asarray(valid)
+    ok = (
+        is_finite(grads)
+        & jnp.isfinite(optax.global_norm(grads))
+        & jnp.all(jnp.isfinite(loss))
+        & jnp.asarray(valid)
+    )
     safe = jax.tree_util.tree_map(lambda g: jnp.where(ok, g, 0.0), grads)  # keep Adam finite
     updates, new_opt = tx.update(safe, opt_state, params)
     new_params = jax.tree_util.tree_map(lambda p, u: p - (lr * u).astype(p.dtype), params, updates)
