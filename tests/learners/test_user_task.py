@@ -166,3 +166,20 @@ def test_estimator_registry_errors(user_estimator):
         E.unregister_estimator("not-an-estimator")
     with pytest.raises(ValueError, match="built-in"):
         E.unregister_estimator("bcg")
+
+
+def test_transfer_resets_the_contact_of_an_import_path_task(user_dir):
+    """A task given as an import path (or a name registered in another process, rebuilt from
+    run.json's task_factory) transfers at its MJCF's own contact, not at its training contact."""
+    from bcg.transfer.model import native_model
+
+    env = make_env("userbot:make_env", stiffness=0.05)  # 0.02 s is its stiff and default
+    trained = env.sim.mj_model.geom_solref[:, 0]
+    own = make_env("userbot:make_env", stiffness="model").sim.mj_model.geom_solref[:, 0]
+    assert not (trained == own).all()
+    for task, factory in (("userbot:make_env", None), ("bouncer_elsewhere", "userbot:make_env")):
+        m, notes = native_model(env, task, task_factory=factory)
+        assert (m.geom_solref[:, 0] == own).all(), task
+        assert "own MJCF contact" in notes[0]
+    m, notes = native_model(env, "bouncer_elsewhere")  # nothing to rebuild it from
+    assert (m.geom_solref[:, 0] == trained).all() and "NOT reset" in notes[0]

@@ -137,8 +137,11 @@ def cmd_eval(args) -> int:
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
+    from bcg.learners.record import describe
+
     steps = f", {pol.env_steps} env steps" if pol.env_steps is not None else ""
     print(f"{pol.label}{steps}: {len(res['returns'])} episodes, deterministic policy, plain step")
+    print(f"trained with {describe(pol.run)}")
     for i, (r, n) in enumerate(zip(res["returns"], res["lengths"], strict=True)):
         print(f"  episode {i}: return {r:.3f}, length {n}")
     extra = "".join(f", {k} {v:.3f}" for k, v in res.items() if k.endswith(("_mean", "_max")))
@@ -241,7 +244,9 @@ def cmd_deploy(args) -> int:
             raise ValueError(str(e)) from None
         where = f"robot on {args.interface}"
     else:
-        transport = deploy.simulated_robot(env, pol.run.get("task"), args.seed)
+        transport = deploy.simulated_robot(
+            env, pol.run.get("task"), args.seed, task_factory=pol.run.get("task_factory")
+        )
         where = "native MuJoCo standing in for the robot"
     runner = deploy.make_runner(env, policy, transport)
     log = runner.run(steps)

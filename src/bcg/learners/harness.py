@@ -230,8 +230,7 @@ def _init_from_packed(learner, state, src: Path):
     time: the source's metrics row of the packed iteration, 0 if it has none)."""
     from bcg.transfer.pack import load_packed_params
 
-    run = json.loads((src / "run.json").read_text())
-    packed = run.get("packed", {})
+    packed = json.loads((src / "run.json").read_text()).get("packed", {})
     state = learner.with_policy_params(
         state, load_packed_params(src, learner, widen_observation=True)
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import warnings
 
 from bcg import estimators as E
 from bcg.envs import env_factory, make_env
@@ -143,16 +144,23 @@ def validate(run: dict) -> None:
 
 def make_run_estimator(run: dict):
     """The step estimator of ``run``: its name or import path, else (a name registered in
-    another process) run.json's ``estimator_factory`` import path."""
+    another process) run.json's ``estimator_factory`` import path; with the record's resolved
+    parameters under the given ones (:func:`bcg.learners.record.effective`)."""
+    from bcg.learners.record import effective
+
     name = run["estimator"]
     if name not in E.names() and ":" not in name and run.get("estimator_factory"):
         name = run["estimator_factory"]
-    return E.make(name, **run.get("estimator_params", {}))
+    return E.make(name, **effective(run, "estimator"))
 
 
 def make_run_env(run: dict):
-    """The training env of ``run`` (task, stiffness, ``env_params``); ValueError for an
-    unknown env parameter or a learned reward (ADD) that ``run``'s learner cannot train."""
+    """The training env of ``run`` (task, stiffness, ``env_params``; the record's env settings
+    where today's defaults differ, :func:`bcg.learners.record.apply_env_record`); ValueError
+    for an unknown env parameter or a learned reward (ADD) that ``run``'s learner cannot
+    train."""
+    from bcg.learners.record import apply_env_record
+
     params = dict(run.get("env_params") or {})
     try:
         env = make_env(
@@ -163,6 +171,7 @@ def make_run_env(run: dict):
         )
     except TypeError as e:
         raise ValueError(f"task {run['task']!r} does not take env parameters {params}: {e}") from e
+    env = apply_env_record(run, env)
     if env.reward_model is not None and run["learner"] not in LEARNED_REWARD:
         raise ValueError(
             f"{run['task']} with env parameters {params} has a learned reward (ADD "
@@ -179,6 +188,7 @@ def build(run: dict):
     (``evaluation_env``), since the learned reward needs the learner's state; the learner
     trains on ``learner.env``."""
     from bcg.learners.bptt import BPTT, BPTTConfig
+    from bcg.learners.record import RecordWarning, effective
     from bcg.learners.shac import SHAC, SHACConfig
 
     validate(run)
@@ -187,8 +197,17 @@ def build(run: dict):
     if run["learner"] not in GRADIENT_LEARNERS:
         raise ValueError(f"registry.build makes gradient learners, not {run['learner']!r}")
     cls, cfg_cls = {"shac": (SHAC, SHACConfig), "bptt": (BPTT, BPTTConfig)}[run["learner"]]
-    over = dict(run.get("config", {}))
-    over = {k: tuple(v) if isinstance(v, list) else v for k, v in over.items()}
+    over = effective(run, "learner")  # the record's settings under the given ones
+    known = {f.name for f in dataclasses.fields(cfg_cls)}
+    dropped = sorted(set(over) - known)
+    if dropped:
+        warnings.warn(
+            f"the run records {run['learner']} setting(s) {dropped} that this version does not "
+            "have: they are ignored",
+            RecordWarning,
+            stacklevel=2,
+        )
+    over = {k: tuple(v) if isinstance(v, list) else v for k, v in over.items() if k in known}
     over["num_envs"] = int(run["num_envs"])
     if run.get("horizon") is not None:
         over["horizon"] = int(run["horizon"])

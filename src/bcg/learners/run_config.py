@@ -10,7 +10,6 @@ before JAX compiles anything.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from bcg.options import parse_params, parse_stiffness
@@ -162,7 +161,9 @@ def prepare_run(opts: TrainOptions) -> tuple[dict, Path]:
     if opts.resume:
         if not (run_dir / "run.json").exists():
             raise FileNotFoundError(f"--resume: no run in {run_dir} (missing run.json)")
-        stored = json.loads((run_dir / "run.json").read_text())
+        from bcg.learners import record
+
+        stored = record.read(run_dir)  # completed from the defaults of its time
         run = {**stored, "iterations": opts.iterations}  # the stored run, maybe extended
         if run["learner"] == "ppo":  # the budget, maybe extended
             run["timesteps"] = ppo_timesteps(opts, run["num_envs"], run.get("horizon"))

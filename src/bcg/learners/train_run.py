@@ -21,14 +21,16 @@ def train_run(
     log: Callable[[str], None] | None = None,
 ) -> dict | None:
     """Train ``run`` into ``run_dir``; ``log`` gets a line naming the sizes and devices before
-    the first iteration. Returns :func:`bcg.learners.harness.train`'s result (None for PPO)."""
-    from bcg.learners import harness, registry
+    the first iteration. ``run.json`` is written as a complete record
+    (:func:`bcg.learners.record.with_resolved`). Returns :func:`bcg.learners.harness.train`'s
+    result (None for PPO)."""
+    from bcg.learners import harness, record, registry
 
     if run["learner"] == "ppo":
         from bcg.learners import ppo
 
         env = registry.make_run_env(run)
-        harness.write_run(run_dir, run)
+        harness.write_run(run_dir, record.with_resolved(run, env))
         ppo.train_ppo(
             env,
             num_timesteps=run["timesteps"],
@@ -41,6 +43,7 @@ def train_run(
         )
         return None
     env, learner = registry.build(run)
+    run = record.with_resolved(run, learner.env, learner, learner.estimator)
     learner = learner.sharded(devices)  # None: all devices; ValueError if not divisible
     n_dev = learner.mesh.devices.size
     steps = learner.env_steps_per_iteration // run["num_envs"]

@@ -414,16 +414,19 @@ def make_runner(env, policy: Callable, transport: Transport, motor_joints=None, 
     )
 
 
-def simulated_robot(env, task: str | None = None, seed: int = 0) -> MujocoTransport:
+def simulated_robot(
+    env, task: str | None = None, seed: int = 0, task_factory: str | None = None
+) -> MujocoTransport:
     """Native MuJoCo standing in for the robot: the transfer model of ``env``
-    (:func:`bcg.transfer.model.native_model`, ``task`` its name) at the env's initial state of
-    ``seed``, motors in the order of ``env.motor_joint_names``."""
+    (:func:`bcg.transfer.model.native_model`, ``task`` its name or import path,
+    ``task_factory`` run.json's) at the env's initial state of ``seed``, motors in the order
+    of ``env.motor_joint_names``."""
     import jax
 
     from bcg.transfer.bridge import data_from_mjx
     from bcg.transfer.model import native_model
 
-    m, _ = native_model(env, task)
+    m, _ = native_model(env, task, task_factory=task_factory)
     d = data_from_mjx(m, env.initial_data(jax.random.PRNGKey(seed)))
     mm = MotorMap.from_model(env.sim.mj_model, env.motor_joint_names)
     return MujocoTransport(m, mm, substeps=env.sim.substeps, data=d)

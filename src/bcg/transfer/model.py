@@ -17,13 +17,17 @@ import numpy as np
 from bcg.transfer.config import TransferConfig
 
 
-def native_model(env, task: str | None = None, cfg: TransferConfig | None = None):
+def native_model(
+    env, task: str | None = None, cfg: TransferConfig | None = None, task_factory=None
+):
     """``(mj_model, notes)``: the env's model with MuJoCo's default contact and full solver.
 
     ``env.native_model()`` if the env has it. Otherwise a copy of the *training* model (so that
     every option the run was built with is kept) whose contact parameters (geom and pair
     solref / solimp) are those of the task's MJCF loaded with stiffness ``"model"``; if that
     model's geoms do not match the training model's, the ``"model"`` build itself is used.
+    ``task``: a registered name or an import path ``module:factory``; ``task_factory``: the
+    import path that rebuilds a name registered in another process (run.json's).
     """
     cfg = cfg or TransferConfig()
     notes = []
@@ -35,8 +39,9 @@ def native_model(env, task: str | None = None, cfg: TransferConfig | None = None
         from bcg.envs import POLICY_ENVS, make_env
 
         m = copy.copy(env.sim.mj_model)
-        if task in POLICY_ENVS:
-            ref = make_env(task, stiffness="model").sim.mj_model
+        known = task is not None and (task in POLICY_ENVS or ":" in task or task_factory)
+        if known:
+            ref = make_env(task, task_factory=task_factory, stiffness="model").sim.mj_model
             if ref.ngeom == m.ngeom and ref.npair == m.npair:
                 m.geom_solref[:], m.geom_solimp[:] = ref.geom_solref, ref.geom_solimp
                 if m.npair:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bcg.learners import record
+
 POLICY_FILE = "policy.npz"
 COPIED = ("metrics.csv", "training.png", "eval.json")
 
@@ -45,7 +47,7 @@ def pack_policy(
     run_dir, step = split_checkpoint_path(path)
     packed = None
     if (run_dir / "run.json").exists():
-        run = json.loads((run_dir / "run.json").read_text())
+        run = record.read(run_dir)
         packed = load_packed(run_dir, step, run)
     if packed is not None:  # a packed policy: repack it
         _, learner, params, it, env_steps = packed
@@ -77,6 +79,7 @@ def pack_policy(
         packed["action_range"] = {"param": action_range[0], "from": run_value, "to": value}
     if std_scale is not None:
         packed["std_scale"] = float(std_scale)
+    run = record.to_write(run)  # an older record stays completed as it was loaded
     (out / "run.json").write_text(json.dumps({**run, "packed": packed}, indent=2))
     for name in COPIED:
         if (run_dir / name).exists():

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bcg.envs.base import ContactEnv
+from bcg.learners import record
 from bcg.transfer.pack import POLICY_FILE, load_packed_params
 
 
@@ -64,7 +65,7 @@ def load_policy(path) -> LoadedPolicy:
         if (run_dir / "ppo_config.json").exists():  # written by train_ppo outside `bcg train`
             return _load_ppo(run_dir, step, None)
         raise FileNotFoundError(f"{run_dir} is not a bcg run directory (missing run.json)")
-    run = json.loads((run_dir / "run.json").read_text())
+    run = record.read(run_dir)  # completed from the defaults of its time (record.complete)
     if run.get("learner") == "ppo":
         return _load_ppo(run_dir, step, run)
     packed = load_packed(run_dir, step, run)
@@ -101,7 +102,7 @@ def load_state(path):
     run_dir, step = split_checkpoint_path(path)
     if not (run_dir / "run.json").exists():
         raise FileNotFoundError(f"{run_dir} is not a bcg run directory (missing run.json)")
-    run = json.loads((run_dir / "run.json").read_text())
+    run = record.read(run_dir)
     if run.get("learner") == "ppo":
         raise ValueError(f"{run_dir} is a PPO run: its state is brax's, not a bcg learner's")
     return (run, *_restore(run_dir, step, run))

@@ -51,7 +51,9 @@ def transfer(policy, cfg: TransferConfig | None = None) -> dict:
     if cfg.runs < 1:
         raise ValueError(f"runs must be >= 1, got {cfg.runs}")
     env = policy.env
-    m, notes = native_model(env, policy.run.get("task"), cfg)
+    m, notes = native_model(
+        env, policy.run.get("task"), cfg, task_factory=policy.run.get("task_factory")
+    )
     feet, feet_note = foot_geoms(env, m)
     bridge = NativeBridge(env, m)
     notes += [feet_note, bridge.fall_note, bridge.track_note]
