@@ -347,6 +347,24 @@ def _jsonable(x):
     return x
 
 
+def merge(results: list[dict], names: list[str] | None = None) -> dict:
+    """One suite result from several (disjoint models; a model in two is an error): models in
+    order, the variant specs and commands of all, the verdict recomputed."""
+    out = {"command": [], "keys": None, "variant_specs": {}, "models": {}}
+    for i, r in enumerate(results):
+        dup = sorted(set(r["models"]) & set(out["models"]))
+        if dup:
+            src = names[i] if names else f"result {i}"
+            raise ValueError(f"{src}: model(s) {dup} are already in an earlier result")
+        out["command"].append(r.get("command"))
+        out["keys"] = r.get("keys") if out["keys"] is None else out["keys"]
+        out["variant_specs"].update(r.get("variant_specs", {}))
+        out["models"].update(r["models"])
+    labels = {v for m in out["models"].values() for v in m["variants"]} - {"analytic"}
+    out["verdict"] = {v: verdict(out, v) for v in sorted(labels)}
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--suite", default=str(SUITE), help="the suite file (TOML)")
@@ -359,7 +377,23 @@ def main(argv=None) -> int:
     p.add_argument("--resume", action="store_true", help="skip models already in --out")
     p.add_argument("--json", action="store_true", help="print the result as JSON at the end")
     p.add_argument("--smoke", action="store_true", help="hopper, batch 4, horizon 2, 2 keys")
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="JSON",
+        help="combine the models of these outputs (e.g. of processes run on disjoint --models) "
+        "into --out with the verdict and table; runs nothing",
+    )
     a = p.parse_args(argv)
+    if a.merge:
+        merged = merge([json.loads(Path(f).read_text()) for f in a.merge], a.merge)
+        out = Path(a.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(merged, indent=1))
+        print(table(merged))
+        if a.json:
+            print(json.dumps(merged["verdict"], indent=1))
+        return 0
     # float64 and the persistent compilation cache, as `bcg grad` (set here, not on import)
     jax.config.update("jax_enable_x64", True)
     cache = os.environ.get("BCG_JAX_CACHE", os.path.expanduser("~/.cache/bcg/jax"))

@@ -121,3 +121,14 @@ def test_median_interval_brackets_the_median():
     lo, hi = S.median_interval(x)
     assert lo <= np.median(x) <= hi
     assert S.median_interval([3.0]) == (3.0, 3.0)
+
+
+def test_merge_joins_disjoint_runs_and_refuses_a_model_twice():
+    a = _result({"a": {"analytic": (10.0, 0.9, 0), "bcg": (0.5, 0.9, 0)}})
+    b = _result({"b": {"analytic": (1.0, 0.5, 0), "bcg": (2.0, 0.5, 0), "x": (0.1, 0.5, 0)}})
+    m = S.merge([a, b])
+    assert list(m["models"]) == ["a", "b"]
+    assert m["verdict"]["bcg"]["worse_on"] == ["b"] and m["verdict"]["bcg"]["models"] == 2
+    assert m["verdict"]["x"]["models"] == 1
+    with pytest.raises(ValueError, match=r"second.json: model\(s\) \['a'\]"):
+        S.merge([a, a], ["first.json", "second.json"])
