@@ -36,26 +36,9 @@ from jax.flatten_util import ravel_pytree  # noqa: E402
 
 from bcg.diagnostics.report import bootstrap_interval, cosine, summed_variance  # noqa: E402
 from bcg.learners import harness, registry  # noqa: E402
-from bcg.learners.rollout import EnvState  # noqa: E402
 
-
-def learner_state(learner, restored, restored_learner, key):
-    """``learner``'s state with the restored networks, normalisers and environment states."""
-    st = learner.init(key)
-    data = restored_learner.estimator.state(restored.env.carry)
-    env = EnvState(learner.estimator.init(learner.env.sim, data), *restored.env[1:])
-    return st.__class__(
-        **{
-            **{f: getattr(st, f) for f in st.__dataclass_fields__},
-            "actor": restored.actor,
-            "critic": restored.critic,
-            "target": restored.target,
-            "obs_rms": restored.obs_rms,
-            "ret_rms": restored.ret_rms,
-            "ret": restored.ret,
-            "env": env,
-        }
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import learner_state  # noqa: E402
 
 
 def main(argv=None):

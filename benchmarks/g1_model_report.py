@@ -18,41 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import mujoco
 import numpy as np
 
 from bcg.envs.g1 import clips as gc
 from bcg.envs.g1 import model as gm
-from bcg.sim.contact import resolve_stiffness
 
-
-def stand(stiffness: str, balance: bool, seconds: float = 2.0) -> dict:
-    m = gm.mj_model(visuals=False)
-    resolve_stiffness(stiffness, m.opt.timestep).apply(m)
-    d = mujoco.MjData(m)
-    mujoco.mj_resetDataKeyframe(m, d, 0)
-    mujoco.mj_forward(m, d)
-    feet = gm.foot_geom_ids(m)
-    x0 = d.geom_xpos[feet, :2].copy()
-    target = m.key_ctrl[0].copy()
-    pen, fall = 0.0, None
-    for i in range(int(round(seconds / m.opt.timestep))):
-        d.ctrl[:] = gm.balance_ctrl(m, d, target) if balance else target
-        mujoco.mj_step(m, d)
-        pen = max(pen, -gm.lowest_sphere_z(m, d))
-        if fall is None and d.qpos[2] < 0.5:
-            fall = (i + 1) * m.opt.timestep
-    slide = float(np.max(np.linalg.norm(d.geom_xpos[feet, :2] - x0, axis=1)))
-    return {
-        "stiffness": stiffness,
-        "controller": "PD + ankle CoM feedback" if balance else "fixed-target PD",
-        "final_pelvis_height_m": round(float(d.qpos[2]), 4),
-        "max_foot_penetration_mm": round(1e3 * pen, 2),
-        "foot_slide_mm": round(1e3 * slide, 2),
-        "fell_at_s": fall,
-    }
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import stand  # noqa: E402
 
 
 def clip_stats(name: str) -> dict:

@@ -64,7 +64,7 @@ jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from actor_gradient_variance import learner_state  # noqa: E402
+from common import learner_state  # noqa: E402
 
 from bcg.diagnostics.report import (  # noqa: E402
     bootstrap_interval,
@@ -95,25 +95,6 @@ def _strong(tree):
         return jax.numpy.asarray(np.asarray(x), dtype=x.dtype)
 
     return jax.tree_util.tree_map(one, tree)
-
-
-def add_point_arguments(p, point="initial"):
-    """The arguments of the G1 replay benchmarks that pick a policy and a draw: ``--run``,
-    ``--checkpoint``, ``--point``, ``--key``, ``--seed``."""
-    p.add_argument("--run", default=DEFAULT_RUN, help="SHAC run directory")
-    p.add_argument("--checkpoint", type=int, help="its checkpoint iteration (default: the newest)")
-    p.add_argument("--point", choices=("initial", "checkpoint"), default=point)
-    p.add_argument("--key", type=int, required=True, help="the draw (g1_policy_gradient's key)")
-    p.add_argument("--seed", type=int, default=0)
-
-
-def restore_point(lrn, a, key):
-    """The SHAC state at ``a.point``: fresh from ``key``, or ``a.run``'s checkpoint
-    ``a.checkpoint`` restored into it."""
-    state = lrn.init(key)
-    if a.point == "checkpoint":
-        state, *_ = harness.restore_checkpoint(Path(a.run), state, a.checkpoint)
-    return state
 
 
 def _with_action_std(state, std: float):

@@ -41,7 +41,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from transfer_compare import _fmt, table  # noqa: E402
+from common import fmt, transfer_table  # noqa: E402
 
 
 def _cache():
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
 
     standing = []
     if not args.no_standing:
-        from g1_model_report import stand
+        from common import stand
 
         standing = [stand(s, True) for s in ("soft", "stiff", "gated", "model")]
 
@@ -196,7 +196,7 @@ def main(argv=None) -> int:
         f"({first['steps'] * first['control_dt']:.2f} s), seed {args.seed}, randomisation "
         f"{'off' if args.no_randomize else 'on (the paper table, latency, pushes)'}; the same "
         "initial states and randomised models for every policy.\n",
-        table(reports),
+        transfer_table(reports),
         "",
         "## Per run (native MuJoCo): fell / steps survived / tracking error (cm)",
         "",
@@ -205,7 +205,7 @@ def main(argv=None) -> int:
     ]
     for lab, rep in reports.items():
         cells = [
-            f"{'FALL' if r['fell'] else 'ok'} {r['steps']} / {_fmt(r['tracking_error_cm'], '.1f')}"
+            f"{'FALL' if r['fell'] else 'ok'} {r['steps']} / {fmt(r['tracking_error_cm'], '.1f')}"
             for r in rep["native"]["runs"]
         ]
         lines.append(f"| {lab} | " + " | ".join(cells) + " |")
@@ -224,8 +224,8 @@ def main(argv=None) -> int:
             f"{b['num_envs']} x {b['horizon']} | {b.get('iterations')} "
             f"({b['schedule_iterations']}) | {b.get('env_steps')} | {b.get('wall_time_s')} | "
             f"{b.get('first_iteration_s')} | {b.get('s_per_iteration')} | "
-            f"{_fmt(b.get('first_return'), '.1f')} -> "
-            f"{_fmt(b.get('last_return'), '.1f')} |"
+            f"{fmt(b.get('first_return'), '.1f')} -> "
+            f"{fmt(b.get('last_return'), '.1f')} |"
         )
     if standing:
         lines += [

@@ -23,33 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
-
-def _fmt(x, spec=".2f"):
-    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
-
-
-def table(reports: dict) -> str:
-    lines = [
-        "| policy | trained with | falls (native) | falls (training sim) | penetration training"
-        " sim (mm) | penetration native (mm) | gap (mm) | tracking error native (cm) |"
-        " return native | return training sim |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for label, rep in reports.items():
-        n = rep["native"]["summary"]
-        t = rep.get("training_sim", {}).get("summary")
-        lines.append(
-            f"| {label} | {rep['training_stiffness']} | {n['falls']}/{n['runs']} | "
-            + (f"{t['falls']}/{t['runs']}" if t else "n/a")
-            + f" | {_fmt(t['penetration_mm'] if t else None)} | {_fmt(n['penetration_mm'])} | "
-            f"{_fmt(rep.get('penetration_gap_mm'))} | {_fmt(n['tracking_error_cm'], '.1f')} | "
-            f"{_fmt(n['mean_return'], '.1f')} | {_fmt(t['mean_return'] if t else None, '.1f')} |"
-        )
-    return "\n".join(lines)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import transfer_table  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -89,7 +67,7 @@ def main(argv=None) -> int:
         rep = native.transfer(pol, cfg)
         print(native.format_report(rep), file=sys.stderr)
         reports[label] = rep
-    md = table(reports)
+    md = transfer_table(reports)
     first = next(iter(reports.values()))
     header = (
         f"Native-MuJoCo transfer, {args.runs} runs x {first['steps']} control steps, seed "

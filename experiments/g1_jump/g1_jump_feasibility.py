@@ -16,7 +16,7 @@ above 5 mm, the transfer's flight measure), whether the root fell below 0.3 m an
 residual used. No balance feedback on the base: a law that flies may still topple, which is
 what the policy has to add. Seconds on a CPU.
 
-    .venv/bin/python benchmarks/g1_jump_feasibility.py [--json]
+    .venv/bin/python experiments/g1_jump/g1_jump_feasibility.py [--json]
 """
 
 from __future__ import annotations

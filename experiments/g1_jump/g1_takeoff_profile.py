@@ -6,7 +6,8 @@ frames around the jump the root's vertical speed ``v_z`` beside the reference's 
 lowest foot's height ``h`` (foot clearance) beside ``h*``, and the root-to-lowest-foot height
 ``z - h`` beside the reference's (how far the legs are retracted).
 
-    .venv/bin/python benchmarks/g1_takeoff_profile.py results/g1/A_stage12_leg10_partial [RUN ...]
+    .venv/bin/python experiments/g1_jump/g1_takeoff_profile.py \\
+        results/g1/A_stage12_leg10_partial [RUN ...]
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """How often BCG's trigger fires on the G1 jump, per threshold: the loads of one SHAC window.
 
-    python benchmarks/g1_trigger_loads.py --json
+    python experiments/g1_jump/g1_trigger_loads.py --json
 
 Rolls one 32-step window of 64 environments with the plain (analytic) step from a fresh SHAC
-state and from a checkpoint (default: g1_policy_gradient's ``DEFAULT_RUN`` at 50), records
+state and from a checkpoint (default: ``DEFAULT_RUN``, g1_policy_gradient's, at 50), records
 each env-step's trigger signals (:meth:`bcg.estimators.trigger.Trigger.loads`: the largest
 group mean load, the largest group peak load, the largest contact peak force) and reports, for
 tau as multiples of the robot's weight, the fraction of env-steps that would trigger and, replaying
@@ -27,8 +27,7 @@ jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from actor_gradient_variance import learner_state  # noqa: E402
-from g1_policy_gradient import DEFAULT_RUN  # noqa: E402
+from common import DEFAULT_RUN, learner_state  # noqa: E402
 
 from bcg.estimators.stats import StepStats  # noqa: E402
 from bcg.estimators.trigger import Trigger  # noqa: E402

@@ -8,7 +8,7 @@ the mean step reward *divided by that stage's maximum step reward* (stages may c
 weights) against env steps and against wall time, and writes ``training.png`` next to each
 packed policy (:func:`bcg.learners.harness.plot_training`).
 
-    .venv/bin/python benchmarks/g1_curves.py \\
+    .venv/bin/python experiments/g1_jump/g1_curves.py \\
         "A: stiff + SHAC + BCG=results/g1/A_stage1,results/g1/A_stage2" \\
         "C: stiff + SHAC=results/g1/C_partial" "B: soft + SHAC=results/g1/B" \\
         --out results/g1/curves.png

@@ -8,7 +8,8 @@ residual is damped five-fold or more), for all 29 joints and for the 12 leg join
 the ``jump`` clip: stance (frames 0-49), push-off (55-72), flight (73-84, the reference's
 airborne frames), landing and after (85-155).
 
-    .venv/bin/python benchmarks/g1_action_use.py results/g1/A_stage2 RUN[/checkpoints/N] [--json]
+    .venv/bin/python experiments/g1_jump/g1_action_use.py results/g1/A_stage2 \\
+        RUN[/checkpoints/N] [--json]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Which environments carry one draw's G1 actor-gradient variance, analytic vs bcg.
 
-    python benchmarks/g1_gradient_outliers.py --key 16
+    python experiments/g1_jump/g1_gradient_outliers.py --key 16
 
-From the same policy state as :mod:`g1_policy_gradient` (``--point initial`` or the run's
+From the same policy state as ``benchmarks/g1_policy_gradient.py`` (``--point initial`` or the run's
 checkpoint) and its key ``fold_in(PRNGKey(seed), key)``: per estimator, the per-environment
 actor-loss gradients' norms, the environments farthest from the batch mean, and the window's
 trigger counts. Use it on a key where ``g1_policy_gradient.py --keys K`` reported a large
@@ -24,12 +24,12 @@ jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/bcg/
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from actor_gradient_variance import learner_state  # noqa: E402
-from g1_policy_gradient import (  # noqa: E402
-    _finite_rows,
-    _strong,
+from common import (  # noqa: E402
     add_point_arguments,
+    finite_rows,
+    learner_state,
     restore_point,
+    strong,
 )
 
 from bcg.learners import registry  # noqa: E402
@@ -42,7 +42,7 @@ def main(argv=None):
     p.add_argument("--no-analytic", action="store_true", help="only bcg")
     p.add_argument("--top", type=int, default=4)
     a = p.parse_args(argv)
-    print("command: python benchmarks/g1_gradient_outliers.py " + " ".join(sys.argv[1:]))
+    print("command: python experiments/g1_jump/g1_gradient_outliers.py " + " ".join(sys.argv[1:]))
     run_dir = Path(a.run)
     run = json.loads((run_dir / "run.json").read_text())
     _, base = registry.build({**run, "estimator": "analytic", "estimator_params": {}})
@@ -52,10 +52,10 @@ def main(argv=None):
     key = jax.random.PRNGKey(a.seed)
     state = restore_point(base, a, key)
     for name, lrn in learners.items():
-        s = _strong(learner_state(lrn, state, base, key))
+        s = strong(learner_state(lrn, state, base, key))
         fn = jax.jit(lambda s, k, lrn=lrn: lrn.per_env_actor_gradients(s, k, return_stats=True))
         G, stats = fn(s, jax.random.fold_in(key, a.key))
-        flat, ok = _finite_rows(G)
+        flat, ok = finite_rows(G)
         norms = np.linalg.norm(flat, axis=1)
         order = np.argsort(-np.sum((flat - flat.mean(0)) ** 2, 1))[: a.top]
         top = np.flatnonzero(ok)[order]  # environment indices of the farthest finite rows

@@ -1,19 +1,24 @@
 """Which part of the reset noise makes a G1 policy fall: 64 MJX episodes of the run's env from
-frame 0 with the model items and pushes neutral and latency 0 (``g1_training_distribution``),
-the reset noise whole or one part at a time (root rotation, joints, root position).
+frame 0 with the model items and pushes neutral and latency 0
+(``benchmarks/g1_training_distribution.py``), the reset noise whole or one part at a time (root
+rotation, joints, root position).
 
-    python benchmarks/g1_reset_noise_split.py CKPT [--envs 64] [--parts all,rot,joints,root]
+    python experiments/g1_jump/g1_reset_noise_split.py CKPT [--envs 64] \\
+        [--parts all,rot,joints,root]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-
-from g1_training_distribution import episode_falls
+import sys
+from pathlib import Path
 
 from bcg.envs.g1 import randomization as g1r
 from bcg.transfer.policy import load_policy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import episode_falls  # noqa: E402
 
 PARTS = {
     "all": {},

@@ -3,7 +3,8 @@ values than it was trained with (``G1Tracking.velocity_feedforward``: residual t
 ``q* + c (kd / kp) qdot* + s a``); would the policy's push reach a flight without the
 damping brake?
 
-    python benchmarks/g1_velocity_feedforward.py CKPT --vel-ff 0,0.5,1 [--runs 5] [--seed 0]
+    python experiments/g1_jump/g1_velocity_feedforward.py CKPT --vel-ff 0,0.5,1 [--runs 5] \\
+        [--seed 0]
 
 Runs are played as ``bcg transfer --no-training-sim`` plays them (same draws, latency, pushes).
 """
@@ -22,7 +23,7 @@ from bcg.transfer.policy import load_policy
 from bcg.transfer.runs import run_native
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from g1_reference_replay import row_line, runs_row  # noqa: E402
+from common import row_line, runs_row  # noqa: E402
 
 
 def main(argv=None):

@@ -2,7 +2,8 @@
 (an experiment: would a gain schedule, which the G1's LowCmd allows per message, keep the stiff
 push-off and the nominal-gain balance elsewhere?).
 
-    python benchmarks/g1_gain_window.py CKPT --window 60,85 --factor 2 [--runs 5] [--seed 0]
+    python experiments/g1_jump/g1_gain_window.py CKPT --window 60,85 --factor 2 [--runs 5] \\
+        [--seed 0]
 
 Inside frames [a, b) the 12 leg servos get kp x factor and kd x sqrt(factor) on top of the
 run's randomised gains (:func:`bcg.envs.g1.model.leg_servo_schedule`, the schedule that

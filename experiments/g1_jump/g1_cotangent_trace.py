@@ -1,6 +1,6 @@
 """Where one environment's G1 actor gradient explodes: its cotangents step by step.
 
-    python benchmarks/g1_cotangent_trace.py --point initial --key 5 --env 30
+    python experiments/g1_jump/g1_cotangent_trace.py --point initial --key 5 --env 30
 
 From the same policy state and draw as :mod:`g1_gradient_outliers` (SHAC's window of 64
 environments, analytic step), the gradient of environment e's actor loss L_e with respect to
@@ -32,8 +32,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from actor_gradient_variance import learner_state  # noqa: E402
-from g1_policy_gradient import _strong, add_point_arguments, restore_point  # noqa: E402
+from common import add_point_arguments, learner_state, restore_point, strong  # noqa: E402
 
 from bcg.estimators.stats import StepStats  # noqa: E402
 from bcg.estimators.trigger import Trigger  # noqa: E402
@@ -154,14 +153,14 @@ def main(argv=None):
     )
     p.add_argument("--out", help="JSON output")
     a = p.parse_args(argv)
-    print("command: python benchmarks/g1_cotangent_trace.py " + " ".join(sys.argv[1:]))
+    print("command: python experiments/g1_jump/g1_cotangent_trace.py " + " ".join(sys.argv[1:]))
     run_dir = Path(a.run)
     run = json.loads((run_dir / "run.json").read_text())
     if a.stiffness:
         run["stiffness"] = a.stiffness
     _, lrn = registry.build({**run, "estimator": "analytic", "estimator_params": {}})
     key = jax.random.PRNGKey(a.seed)
-    s = _strong(learner_state(lrn, restore_point(lrn, a, key), lrn, key))
+    s = strong(learner_state(lrn, restore_point(lrn, a, key), lrn, key))
     sim = lrn.env.sim
     m = sim.mj_model
     hinge = np.flatnonzero(m.jnt_type == 3)  # mjJNT_HINGE
@@ -246,7 +245,7 @@ def main(argv=None):
     if a.out:
         out = {
             "finite_differences": fd,
-            "command": "python benchmarks/g1_cotangent_trace.py " + " ".join(sys.argv[1:]),
+            "command": "python experiments/g1_jump/g1_cotangent_trace.py " + " ".join(sys.argv[1:]),
             "weight_newton": sim.total_weight(),
             "summary": summary,
             "env": env,

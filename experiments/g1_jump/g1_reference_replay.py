@@ -1,7 +1,7 @@
 """Replay the G1 clip's reference through the servos in native MuJoCo, with and without
 feed-forward terms in the servo target (is the reference executable by PD tracking alone?).
 
-    python benchmarks/g1_reference_replay.py [--clip jump] [--runs 5] [--seed 0]
+    python experiments/g1_jump/g1_reference_replay.py [--clip jump] [--runs 5] [--seed 0]
         [--lead 0,2] [--vel-ff 0,1] [--no-randomize] [--leg-kp-scale S] [--json OUT]
 
 A position servo applies ``kp (u - q) - kd qdot``. Commanding the reference pose ``u = q*``
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,25 +33,8 @@ from bcg.transfer.model import native_model
 from bcg.transfer.policy import LoadedPolicy
 from bcg.transfer.runs import run_native
 
-
-def runs_row(runs: list[dict]) -> dict:
-    """Falls, mean tracking error and the per-run flight and fall times of native runs."""
-    return {
-        "falls": sum(r["fell"] for r in runs),
-        "runs": len(runs),
-        "tracking_error_cm": float(np.nanmean([r["tracking_error_cm"] for r in runs])),
-        "clearance_cm": [round(r["clearance_cm"], 2) for r in runs],
-        "airborne_s": [round(r["airborne_s"], 3) for r in runs],
-        "fall_time": [r["fall_time"] for r in runs],
-    }
-
-
-def row_line(row: dict) -> str:
-    return (
-        f"falls {row['falls']}/{row['runs']}, tracking {row['tracking_error_cm']:.1f} cm, "
-        f"clearance {row['clearance_cm']} cm, airborne {row['airborne_s']} s, "
-        f"fall times {row['fall_time']}"
-    )
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import row_line, runs_row  # noqa: E402
 
 
 class ReplayBridge(NativeBridge):

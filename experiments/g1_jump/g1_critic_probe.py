@@ -1,7 +1,8 @@
 """Does a SHAC run's critic see a G1 policy's falls coming? MJX, the run's own training
-distribution (as ``g1_training_distribution.py``), every episode from frame 0, mean action.
+distribution (as ``benchmarks/g1_training_distribution.py``), every episode from frame 0,
+mean action.
 
-    python benchmarks/g1_critic_probe.py CKPT [--envs 64] [--frames 0,40,60,80,90,100,110]
+    python experiments/g1_jump/g1_critic_probe.py CKPT [--envs 64] [--frames 0,40,60,80,90,100,110]
 
 Per frame, the target critic's value V(o_t) (the mean of the ensemble, in the run's scaled
 return units) and the realised discounted return G_t = sum_k gamma^k r_{t+k} / std(R) (0 after
@@ -14,13 +15,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from g1_training_distribution import play_episodes
 
 from bcg.transfer.policy import load_state
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import play_episodes  # noqa: E402
 
 
 def main(argv=None):

@@ -1,8 +1,9 @@
 """How a G1 policy's episodes land, fallers against standers: MJX, the run's own training
-distribution (as ``g1_training_distribution.py``), every episode from frame 0, mean action.
+distribution (as ``benchmarks/g1_training_distribution.py``), every episode from frame 0,
+mean action.
 
-    python benchmarks/g1_landing_probe.py CKPT [--envs 64] [--frames 70,80,92,110] [--brief]
-        [--json out.json]
+    python experiments/g1_jump/g1_landing_probe.py CKPT [--envs 64] [--frames 70,80,92,110]
+        [--brief] [--json out.json]
 
 Per frame and quantity, the mean (std) over the episodes that will fall and over those that
 stand, and the separation d' = |mean_f - mean_s| / sqrt((var_f + var_s) / 2). Quantities: root
@@ -16,13 +17,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from g1_training_distribution import play_episodes
 
 from bcg.transfer.policy import load_policy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import play_episodes  # noqa: E402
 
 NAMES = (
     "root-feet x",

@@ -3,7 +3,7 @@ set to each value, in native MuJoCo (100 solver iterations) and in the MJX train
 (the run's solver iterations and contact stiffness, or ``--mjx-iterations`` /
 ``--mjx-stiffness``), from the same initial states, no latency or pushes.
 
-    python benchmarks/g1_friction_gap.py POLICY --friction 0.3,0.5,0.8,1.2 --runs 5
+    python experiments/g1_jump/g1_friction_gap.py POLICY --friction 0.3,0.5,0.8,1.2 --runs 5
 
 The G1's randomisation draws the foot-floor friction from U(0.3, 1.2) (MuJoCo combines by
 max: the feet and the floor get the same value); MJX at one solver iteration does not settle

@@ -1,8 +1,8 @@
 """One G1 environment's actor gradient under several estimators, against finite differences.
 
-    python benchmarks/g1_env_gradient.py --point initial --key 5 --env 30
+    python experiments/g1_jump/g1_env_gradient.py --point initial --key 5 --env 30
 
-Replays environment e of :mod:`g1_policy_gradient`'s window alone (or with the other
+Replays environment e of ``benchmarks/g1_policy_gradient.py``'s window alone (or with the other
 environments ``--env`` lists): its start state and its rows of the window's exploration
 noise (drawn for the whole batch, so the trajectory is the one it had in the batch). Its
 actor loss L_e(theta) (SHAC's share, as in the batch) is differentiated with each estimator,
@@ -39,8 +39,7 @@ import numpy as np  # noqa: E402
 from jax.flatten_util import ravel_pytree  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from actor_gradient_variance import learner_state  # noqa: E402
-from g1_policy_gradient import _strong, add_point_arguments, restore_point  # noqa: E402
+from common import add_point_arguments, learner_state, restore_point, strong  # noqa: E402
 
 from bcg.learners import registry  # noqa: E402
 from bcg.learners.rollout import rollout  # noqa: E402
@@ -87,7 +86,7 @@ def main(argv=None):
     p.add_argument("--steps", default="1e-1,1e-2,1e-3", help="finite-difference steps h")
     p.add_argument("--out", help="JSON output")
     a = p.parse_args(argv)
-    command = "python benchmarks/g1_env_gradient.py " + " ".join(sys.argv[1:])
+    command = "python experiments/g1_jump/g1_env_gradient.py " + " ".join(sys.argv[1:])
     print("command:", command, flush=True)
     run_dir = Path(a.run)
     run = json.loads((run_dir / "run.json").read_text())
@@ -98,7 +97,7 @@ def main(argv=None):
         est_run = {**run, "estimator": name, "estimator_params": params}
         estimators[label] = registry.build(est_run)[1].estimator
     key = jax.random.PRNGKey(a.seed)
-    s = _strong(learner_state(lrn, restore_point(lrn, a, key), lrn, key))
+    s = strong(learner_state(lrn, restore_point(lrn, a, key), lrn, key))
     E = s.env.step.shape[0]
     envs = np.arange(E) if a.env == "all" else np.array([int(x) for x in a.env.split(",")])
     sim, e, T = lrn.env.sim, int(envs[0]), lrn.cfg.horizon

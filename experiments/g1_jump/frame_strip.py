@@ -1,7 +1,8 @@
 """A PNG strip of chosen frames of a video (e.g. a ``bcg transfer --render`` mp4), labelled with
 their control step and time.
 
-    python benchmarks/frame_strip.py VIDEO --frames 0,55,70,76,84,155 --fps 50 --out strip.png
+    python experiments/g1_jump/frame_strip.py VIDEO --frames 0,55,70,76,84,155 --fps 50 \\
+        --out strip.png
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Which native randomisation items make a G1 policy fall: ``bcg transfer``'s native runs of one
 policy under several item sets (same seed and run count for each).
 
-    python benchmarks/g1_randomization_ablation.py POLICY --runs 10 --seed 1 \\
+    python experiments/g1_jump/g1_randomization_ablation.py POLICY --runs 10 --seed 1 \\
         --sets all "latency,push,reset_noise" "all,-friction"
 
 Each set is a :meth:`bcg.envs.g1.randomization.Randomization.parse` string. Switching items off

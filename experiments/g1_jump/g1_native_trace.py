@@ -2,7 +2,7 @@
 the lowest foot's clearance and the knee angles per control step, to see when and how a run
 falls.
 
-    python benchmarks/g1_native_trace.py results/g1/A_stage2 --runs 4 [--every 3]
+    python experiments/g1_jump/g1_native_trace.py results/g1/A_stage2 --runs 4 [--every 3]
 
 Runs 0..max(--runs) are played exactly as ``bcg transfer`` plays them (same seed, same
 randomisation draws, latency and pushes); the listed runs are printed. Tilt is the angle

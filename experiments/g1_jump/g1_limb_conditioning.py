@@ -1,6 +1,6 @@
 """Singular values of the G1's foot-centre Jacobian w.r.t. its leg joints along the jump clip.
 
-    python benchmarks/g1_limb_conditioning.py
+    python experiments/g1_jump/g1_limb_conditioning.py
 
 For every frame of the built-in ``jump`` reference clip (native MuJoCo kinematics) and each
 foot on or within 2 cm of the floor, J is the translational Jacobian of the foot's sole centre
