@@ -33,7 +33,7 @@ def toy_task(monkeypatch):
 
 
 def _train(run_dir, iterations, *extra):
-    argv = ["train", "--task", "toy", "--learner", "shac", "--estimator", "bcg", *TINY]
+    argv = ["train", "--task", "toy", "--learner", "shac", "--estimator", "analytic", *TINY]
     argv += ["--iterations", str(iterations), "--checkpoint-every", "1", "--run-dir", str(run_dir)]
     argv += ["--eval-episodes", "0", "--float64", "--quiet", *extra]
     assert cli.main(argv) == 0
@@ -71,9 +71,7 @@ def test_record_holds_every_setting_and_changed_defaults_do_not_move_a_run(
     rec = json.loads((run / "run.json").read_text())
     assert rec["record_version"] == record.RECORD_VERSION
     res = rec["resolved"]
-    bcg_fields = {f.name for f in dataclasses.fields(est_registry.BCG)} - {"name"}
-    assert set(res["estimator"]) == bcg_fields
-    assert res["estimator"]["forward"] == "plain" and res["estimator"]["antithetic"] is True
+    assert res["estimator"] == {"env_clip": None, "backward_armature": None}
     shac_fields = {f.name for f in dataclasses.fields(shac.SHACConfig)}
     assert set(res["learner"]) == shac_fields
     assert res["learner"]["actor_lr"] == shac.SHACConfig.actor_lr
@@ -84,7 +82,7 @@ def test_record_holds_every_setting_and_changed_defaults_do_not_move_a_run(
     # today's defaults change: the learner's, the estimator's and the env factory's
     old = shac.SHACConfig
     monkeypatch.setattr(shac, "SHACConfig", _ChangedSHAC)
-    monkeypatch.setitem(est_registry.DEFAULTS["bcg"], "sigma_p", 0.5)
+    monkeypatch.setitem(est_registry.DEFAULTS, "analytic", {"env_clip": 1.0})
     monkeypatch.setitem(
         POLICY_ENVS, "toy", lambda stiffness="stiff": toy_env(episode_length=6, limit=0.3)
     )
@@ -95,16 +93,26 @@ def test_record_holds_every_setting_and_changed_defaults_do_not_move_a_run(
     _, learner, _, _, _ = load_state(run)
     assert learner.cfg.actor_lr == old.actor_lr
     assert learner.cfg.critic_iterations == 16
-    assert learner.estimator.sigma_p == 0.01 and learner.env.limit == 1.0
+    assert learner.estimator.env_clip is None and learner.env.limit == 1.0
     # the control: a new run is built with the changed defaults
     new = record.with_resolved(
-        {"learner": "shac", "num_envs": 2, "estimator": "bcg", "config": {}},
+        {"learner": "shac", "num_envs": 2, "estimator": "analytic", "config": {}},
         toy_env(limit=0.3),
         None,
-        est_registry.make("bcg"),
+        est_registry.make("analytic"),
     )
     assert new["resolved"]["learner"]["actor_lr"] == 0.05
-    assert new["resolved"]["estimator"]["sigma_p"] == 0.5
+    assert new["resolved"]["estimator"]["env_clip"] == 1.0
+
+
+def test_bcg_record_names_every_parameter():
+    """A BCG run records all of BCG's parameters (forward mode and offsets included)."""
+    run = {"learner": "shac", "num_envs": 2, "estimator": "bcg", "estimator_params": {"tau": 9}}
+    rec = record.with_resolved(run, toy_env(), None, est_registry.make("bcg", tau=9))
+    fields = {f.name for f in dataclasses.fields(est_registry.BCG)} - {"name"}
+    assert set(rec["resolved"]["estimator"]) == fields
+    est = rec["resolved"]["estimator"]
+    assert est["forward"] == "plain" and est["antithetic"] is True and est["tau"] == 9
 
 
 def _legacy(tmp_path, committed: str | None) -> Path:
