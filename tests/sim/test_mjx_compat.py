@@ -122,3 +122,36 @@ def test_solver_swap_is_scoped_and_guarded():
                 pass
     finally:
         C.solver_internals.solve = original
+
+
+TENDON_XML = """
+<mujoco>
+  <worldbody>
+    <geom type="plane" size="1 1 .1"/>
+    <site name="anchor" pos="0 0 1"/>
+    <body pos="0 0 .5">
+      <joint name="z" type="slide" axis="0 0 1"/>
+      <geom type="sphere" size=".05" mass="1"/>
+      <site name="s1" pos="0 0 .05"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial limited="true" range="0 0.6"><site site="anchor"/><site site="s1"/></spatial>
+  </tendon>
+</mujoco>
+"""
+
+
+def test_a_tendon_model_steps_in_a_float64_scan():
+    """MJX makes a spatial tendon's wrap fields int32 and its step returns them int64 under
+    float64: the control step's scan must keep the carry's types (dm_control's manipulator)."""
+    from bcg.sim import load
+    from bcg.sim.step import control_step
+
+    assert jax.config.jax_enable_x64  # the tests run in float64 (conftest)
+    sim = load(TENDON_XML, stiffness="stiff", substeps=3)
+    d0 = mjx.make_data(sim.mjx_model)
+    d1, _ = jax.jit(lambda d: control_step(sim, d, jnp.zeros(0)))(d0)
+    for a, b in zip(jax.tree_util.tree_leaves(d1), jax.tree_util.tree_leaves(d0), strict=True):
+        assert a.dtype == b.dtype
+    assert d1.qpos.dtype == jnp.float64 and np.isfinite(np.asarray(d1.qpos)).all()

@@ -139,3 +139,18 @@ def public_fields(d) -> list[str]:
     import dataclasses
 
     return [f.name for f in dataclasses.fields(d) if not f.name.startswith("_")]
+
+
+def same_dtypes(new, old):
+    """``new`` (an ``mjx.Data``) with every array cast to the dtype of the same field of
+    ``old``. Under float64, MJX 3.17's ``make_data`` gives the tendon-wrap fields of the
+    private struct (``ten_wrapadr``, ``ten_wrapnum``, ``wrap_obj``) int32 and ``step`` returns
+    them int64; a ``lax.scan`` over steps refuses the change of carry type."""
+
+    def cast(a, b):
+        dtype = getattr(b, "dtype", None)
+        if dtype is None or getattr(a, "dtype", dtype) == dtype:
+            return a
+        return a.astype(dtype)
+
+    return jax.tree_util.tree_map(cast, new, old)

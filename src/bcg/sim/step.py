@@ -55,7 +55,7 @@ def control_step(
         d = d.replace(qvel=d.qvel + jnp.asarray(sim.push_at(d), d.qvel.dtype))
 
     def body(dd, _):
-        dd = mjx.step(m, dd)
+        dd = mjx_compat.same_dtypes(mjx.step(m, dd), dd)  # a scan carry keeps its types
         return dd, contact_normal_forces(m, dd)
 
     ncon = mjx_compat.num_contact_slots(d)
