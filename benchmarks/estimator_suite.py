@@ -337,6 +337,34 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def compact_table(result: dict, labels: list[str] | None = None) -> str:
+    """Markdown, one row per model: analytic's median summed variance and cosine, then per
+    variant the ratio analytic / variant of the medians (with the ratio at the ends of the
+    variant's 95% interval of its median over keys), its cosine and its bundled fraction."""
+    models = result["models"]
+    if labels is None:
+        labels = [v for v in next(iter(models.values()))["variants"] if v != "analytic"]
+    head = "| model | analytic: variance, cosine | " + " | ".join(
+        f"{v}: analytic / {v} [95%], cosine, bundled" for v in labels
+    )
+    lines = [head + " |", "|---" * (2 + len(labels)) + "|"]
+    for m, r in models.items():
+        a = r["variants"]["analytic"]
+        cells = [m, f"{a['median']:.3g}, {a['cosine_median']:.3f}"]
+        for v in labels:
+            x = r["variants"].get(v)
+            if x is None:
+                cells.append("-")
+                continue
+            lo, hi = x["median_ci95"]
+            cells.append(
+                f"{a['median'] / x['median']:.3g}x [{a['median'] / hi:.3g}, "
+                f"{a['median'] / lo:.3g}], {x['cosine_median']:.3f}, {x['bundled_fraction']:.0%}"
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _jsonable(x):
     if isinstance(x, dict):
         return {k: _jsonable(v) for k, v in x.items() if not k.startswith("_")}
@@ -390,7 +418,7 @@ def main(argv=None) -> int:
         out = Path(a.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(merged, indent=1))
-        print(table(merged))
+        print(compact_table(merged))
         if a.json:
             print(json.dumps(merged["verdict"], indent=1))
         return 0

@@ -132,3 +132,11 @@ def test_merge_joins_disjoint_runs_and_refuses_a_model_twice():
     assert m["verdict"]["x"]["models"] == 1
     with pytest.raises(ValueError, match=r"second.json: model\(s\) \['a'\]"):
         S.merge([a, a], ["first.json", "second.json"])
+
+
+def test_compact_table_gives_the_ratio_and_its_interval():
+    res = _result({"a": {"analytic": (10.0, 0.9, 0), "bcg": (0.5, 0.88, 0)}})
+    res["models"]["a"]["variants"]["bcg"].update(median_ci95=[0.25, 2.0], bundled_fraction=0.2)
+    res["models"]["a"]["variants"]["analytic"].update(median_ci95=[9.0, 11.0])
+    lines = S.compact_table(res).splitlines()
+    assert len(lines) == 3 and lines[2] == "| a | 10, 0.900 | 20x [5, 40], 0.880, 20% |"
