@@ -231,8 +231,8 @@ def run_model(name: str, spec: dict, variants: dict, keys: int, repeats: int, sa
             nan = int(np.sum(~np.isfinite(G)))
             Gf = np.where(np.isfinite(G), G, 0.0)
             per_key.append(
-                {
-                    "summed_variance": R.summed_variance(Gf),
+                {  # NaN when a gradient entry is NaN (not the variance of zeroed entries)
+                    "summed_variance": R.summed_variance(Gf) if nan == 0 else float("nan"),
                     "cosine": R.cosine(Gf.mean(0), ref),
                     "bundled_fraction": float(np.sum(stats.bundled)) / env_steps,
                     "overflow": int(np.sum(stats.overflow)),
@@ -291,16 +291,24 @@ def verdict(result: dict, label: str, against: str = "analytic") -> dict:
     below ``against``'s on every model, >= 10x below on at least a third of the models,
     cosine no more than 0.05 below, no NaN."""
     models = result["models"]
-    ratios = {
-        m: r["variants"][against]["median"] / r["variants"][label]["median"]
-        for m, r in models.items()
-        if label in r["variants"]
-    }
-    cos_gap = {
-        m: r["variants"][against]["cosine_median"] - r["variants"][label]["cosine_median"]
-        for m, r in models.items()
-        if label in r["variants"]
-    }
+
+    def usable(r):  # both sides finite: a model whose reference side is NaN compares nothing
+        a, v = r["variants"][against], r["variants"].get(label)
+        return (
+            v is not None
+            and np.isfinite(a["median"])
+            and a["median"] > 0
+            and (np.isfinite(a["cosine_median"]))
+        )
+
+    ratios, cos_gap = {}, {}
+    for m, r in models.items():
+        if not usable(r):
+            continue
+        a, v = r["variants"][against], r["variants"][label]
+        ok = np.isfinite(v["median"]) and v["median"] > 0
+        ratios[m] = a["median"] / v["median"] if ok else 0.0  # NaN variant: worse
+        cos_gap[m] = a["cosine_median"] - v["cosine_median"] if ok else float("inf")
     nan = sum(r["variants"][label]["nan_count"] for r in models.values() if label in r["variants"])
     tenx = sum(x >= 10 for x in ratios.values())
     return {
@@ -314,6 +322,9 @@ def verdict(result: dict, label: str, against: str = "analytic") -> dict:
         "nan": nan,
         "variance_ratio_median": float(np.median(list(ratios.values()))) if ratios else None,
         "variance_ratio_worst": float(min(ratios.values())) if ratios else None,
+        "not_comparable": sorted(
+            m for m, r in models.items() if label in r["variants"] and not usable(r)
+        ),
     }
 
 
@@ -330,11 +341,16 @@ def table(result: dict) -> str:
             lo, hi = v["median_ci95"]
             lines.append(
                 f"| {m} | {label} | {v['median']:.3g} [{lo:.3g}, {hi:.3g}] | {v['mean']:.3g} | "
-                f"{a / v['median']:.3g}x | {v['cosine_median']:.3f} | "
+                f"{_ratio(a, v['median']):.3g}x | {v['cosine_median']:.3f} | "
                 f"{v['bundled_fraction']:.1%} | {v['time_ratio_vs_analytic']:.2f}x | "
                 f"{v['nan_count']} |"
             )
     return "\n".join(lines)
+
+
+def _ratio(a: float, b: float) -> float:
+    """a / b, NaN where b is 0 or either is NaN."""
+    return a / b if b and np.isfinite(a) and np.isfinite(b) else float("nan")
 
 
 def compact_table(result: dict, labels: list[str] | None = None) -> str:
@@ -358,8 +374,9 @@ def compact_table(result: dict, labels: list[str] | None = None) -> str:
                 continue
             lo, hi = x["median_ci95"]
             cells.append(
-                f"{a['median'] / x['median']:.3g}x [{a['median'] / hi:.3g}, "
-                f"{a['median'] / lo:.3g}], {x['cosine_median']:.3f}, {x['bundled_fraction']:.0%}"
+                f"{_ratio(a['median'], x['median']):.3g}x [{_ratio(a['median'], hi):.3g}, "
+                f"{_ratio(a['median'], lo):.3g}], {x['cosine_median']:.3f}, "
+                f"{x['bundled_fraction']:.0%}"
             )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

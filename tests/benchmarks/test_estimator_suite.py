@@ -140,3 +140,21 @@ def test_compact_table_gives_the_ratio_and_its_interval():
     res["models"]["a"]["variants"]["analytic"].update(median_ci95=[9.0, 11.0])
     lines = S.compact_table(res).splitlines()
     assert len(lines) == 3 and lines[2] == "| a | 10, 0.900 | 20x [5, 40], 0.880, 20% |"
+
+
+def test_a_model_with_nan_gradients_is_not_comparable_and_a_nan_variant_is_worse():
+    nan = float("nan")
+    res = _result(
+        {
+            "a": {"analytic": (10.0, 0.9, 0), "bcg": (0.5, 0.9, 0)},
+            "m": {"analytic": (nan, nan, 100), "bcg": (nan, nan, 800)},
+            "n": {"analytic": (1.0, 0.9, 0), "bcg": (nan, nan, 8)},
+        }
+    )
+    v = S.verdict(res, "bcg")
+    assert v["not_comparable"] == ["m"] and v["models"] == 2
+    assert v["worse_on"] == ["n"] and v["cosine_worse_on"] == ["n"] and v["nan"] == 808
+    for r in res["models"].values():
+        for x in r["variants"].values():
+            x.update(median_ci95=[x["median"], x["median"]], bundled_fraction=0.0)
+    assert "nan" in S.compact_table(res).splitlines()[3]
