@@ -262,7 +262,9 @@ def complete(run: dict, path: Path | None = None, warn=None) -> dict:
         from bcg.estimators import registry
 
         params = dict(run.get("estimator_params") or {})
-        for when, section, names, before in DEFAULT_CHANGES:
+        # a setting's value when the record was made: the "before" value of the earliest
+        # known change of it after that time
+        for when, section, names, before in sorted(DEFAULT_CHANGES, key=lambda c: c[0]):
             if section == "estimator" and est_name in names and made and _before(made, when):
                 for k, v in before.items():
                     if k not in params:
