@@ -46,3 +46,9 @@ class Toy(ContactEnv):
 
 def toy_env(**kw) -> Toy:
     return Toy(sim=load(TOY_XML, stiffness="model", substeps=2, name="toy"), **kw)
+
+
+def toy_task(stiffness="model", episode_length: int = 20, limit: float = 1.0) -> Toy:
+    """``toy_env`` as a task factory (``--task toy:toy_task``; contact-free, so the stiffness is
+    ignored)."""
+    return toy_env(episode_length=episode_length, limit=limit)

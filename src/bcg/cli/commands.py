@@ -60,29 +60,36 @@ def cmd_tasks(args) -> int:
 
 
 def _train_options(args) -> TrainOptions:
-    """The ``bcg train`` arguments as :class:`bcg.learners.run_config.TrainOptions`."""
-    return TrainOptions(
-        task=args.task,
-        learner=args.learner,
-        estimator=args.estimator,
-        params=tuple(args.param or ()),
-        capacity=args.capacity,
-        stiffness=args.stiffness,
-        iterations=args.iterations,
-        num_envs=args.num_envs,
-        horizon=args.horizon,
-        actor_hidden=args.actor_hidden,
-        critic_hidden=args.critic_hidden,
-        init_log_std=args.init_log_std,
-        seed=args.seed,
-        float64=args.float64,
-        timesteps=args.timesteps,
-        run_dir=args.run_dir,
-        resume=args.resume,
-        checkpoint_every=args.checkpoint_every,
-        devices=args.devices,
-        init_from=args.init_from,
-    )
+    """The ``bcg train`` arguments as :class:`bcg.learners.run_config.TrainOptions` (with
+    ``--recipe``: the recipe's, under the options given on the command line)."""
+    given = {
+        "task": args.task,
+        "learner": args.learner,
+        "estimator": args.estimator,
+        "params": tuple(args.param or ()),
+        "capacity": args.capacity,
+        "stiffness": args.stiffness,
+        "iterations": args.iterations,
+        "num_envs": args.num_envs,
+        "horizon": args.horizon,
+        "actor_hidden": args.actor_hidden,
+        "critic_hidden": args.critic_hidden,
+        "init_log_std": args.init_log_std,
+        "seed": args.seed,
+        "float64": args.float64,
+        "timesteps": args.timesteps,
+        "run_dir": args.run_dir,
+        "resume": args.resume,
+        "checkpoint_every": args.checkpoint_every,
+        "devices": args.devices,
+        "init_from": args.init_from,
+    }
+    given = {k: v for k, v in given.items() if v is not None and v != ()}
+    if getattr(args, "recipe", None):
+        from bcg.learners.recipe import recipe_options
+
+        return recipe_options(args.recipe, **given)
+    return TrainOptions(**given)
 
 
 def _run_description(args) -> dict:

@@ -101,12 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
         "train", parents=[common], help="train a policy (SHAC / BPTT through an estimator, PPO)"
     )
     tr.add_argument(
+        "--recipe",
+        help="a recipe file (TOML, e.g. recipes/g1_jump.toml: every setting and a schedule; "
+        "bcg.learners.recipe); the options given here override it",
+    )
+    tr.add_argument(
         "--task",
-        default="hopper_jump",
         help="training task (`bcg tasks`; default hopper_jump) or an import path "
         "package.module:factory returning a ContactEnv",
     )
-    tr.add_argument("--learner", default="shac", help="shac | bptt | ppo")
+    tr.add_argument("--learner", help="shac | bptt | ppo (default shac)")
     tr.add_argument(
         "--estimator",
         help="analytic | bcg | bcg-stein | global-bundle | package.module:factory (default bcg;"
@@ -121,10 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--capacity", help="BCG bundle slots: int or fraction of the batch")
     tr.add_argument(
-        "--stiffness", default="stiff", help="soft | stiff | gated[:WIDTH] | solref tc (s)"
+        "--stiffness", help="soft | stiff | gated[:WIDTH] | solref tc (s) (default stiff)"
     )
-    tr.add_argument("--iterations", type=int, default=200, help="learner iterations")
-    tr.add_argument("--num-envs", type=int, default=16, help="parallel environments")
+    tr.add_argument("--iterations", type=int, help="learner iterations (default 200)")
+    tr.add_argument("--num-envs", type=int, help="parallel environments (default 16)")
     tr.add_argument(
         "--horizon", type=int, help="SHAC window (default 32) / BPTT episode steps (default all)"
     )
@@ -133,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--init-log-std", type=float, help="initial log action std (default 0 = log 1.0)"
     )
-    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--seed", type=int, help="(default 0)")
     tr.add_argument("--run-dir", help="output folder (default runs/TASK_LEARNER_EST_STIFF_sSEED)")
     tr.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     tr.add_argument("--checkpoint-every", type=int, default=25, help="iterations (default 25)")
@@ -150,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="shard the env batch over the first N of jax.devices() (default: all; "
         "--num-envs must be divisible by N; shac / bptt)",
     )
-    tr.add_argument("--float64", action="store_true", help="double precision (default float32)")
+    tr.add_argument(
+        "--float64", action="store_true", default=None, help="double precision (default float32)"
+    )
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=commands.cmd_train)
 

@@ -178,9 +178,21 @@ def restore_checkpoint(run_dir, template_state, step: int | None = None, strict:
     target = _payload(template_state, 0, 0, 0.0)
     p = mgr.restore(step, args=ocp.args.StandardRestore(target))
     mgr.close()
+    where = run_dir / CKPT_DIR / str(step)
+    state = transplant(dict(p["leaves"]), template_state, strict=strict, source=where)
+    return state, int(p["iteration"]), int(p["env_steps"]), float(p["wall_time"])
+
+
+def transplant(saved: dict, template_state, strict: bool = False, source="the saved state"):
+    """``template_state`` with the arrays of ``saved`` (``{"00000": array, ...}``: the state's
+    leaves by position, as checkpoints store them; empty arrays may be missing).
+
+    Where only the environment states differ in shape (e.g. the env now carries more
+    per-environment randomisation draws), everything else is taken and the environments start
+    afresh (the template's). ``strict``: ValueError unless ``saved`` holds exactly the
+    template's non-empty leaves with their shapes, environment states apart."""
     paths, treedef = jax.tree_util.tree_flatten_with_path(template_state)
     leaves = [x for _, x in paths]
-    saved = dict(p["leaves"])
     env = {f"{i:05d}" for i, (path, _) in enumerate(paths) if _in_env_state(path)}
     if strict:  # every non-empty leaf, by position and shape (empty arrays are not saved)
         want = {f"{i:05d}": tuple(np.shape(x)) for i, x in enumerate(leaves) if np.size(x)}
@@ -189,26 +201,22 @@ def restore_checkpoint(run_dir, template_state, step: int | None = None, strict:
             bad = {k for k in set(have) | set(want) if have.get(k) != want.get(k)}
             if not env or not bad <= env:
                 raise ValueError(
-                    f"the checkpoint {run_dir / CKPT_DIR / str(step)} holds a different learner "
-                    f"state ({len(have)} arrays vs this run's {len(want)}, or other shapes): "
-                    "--init-from needs the same learner, estimator, env sizes and networks"
+                    f"{source} holds a different learner state ({len(have)} arrays vs this "
+                    f"run's {len(want)}, or other shapes): --init-from and a schedule's "
+                    "phases need the same learner, estimator, env sizes and networks"
                 )
-    # only the environment states differ (e.g. the env now carries more per-environment
-    # randomisation draws): take everything else, start the environments afresh
     shapes = {f"{i:05d}": tuple(np.shape(x)) for i, x in enumerate(leaves)}
     if any(
         tuple(np.shape(saved[k])) != shapes[k] if k in saved else np.prod(shapes[k]) > 0
         for k in env
     ):
         print(
-            f"[bcg] {run_dir / CKPT_DIR / str(step)}: the environment states differ in "
-            "shape from this run's; they start afresh (policy, critic and optimiser are "
-            "taken from the checkpoint)"
+            f"[bcg] {source}: the environment states differ in shape from this run's; they "
+            "start afresh (policy, critic and optimiser are taken from it)"
         )
         saved = {k: v for k, v in saved.items() if k not in env}
     restored = [jnp.asarray(saved.get(f"{i:05d}", x)) for i, x in enumerate(leaves)]
-    state = jax.tree_util.tree_unflatten(treedef, restored)
-    return state, int(p["iteration"]), int(p["env_steps"]), float(p["wall_time"])
+    return jax.tree_util.tree_unflatten(treedef, restored)
 
 
 def _in_env_state(path) -> bool:
@@ -351,8 +359,16 @@ def train(
     on_iteration=None,
     devices=None,
     init_from=None,
+    stages=None,
 ) -> dict:
     """Train ``learner`` for ``learner.iterations`` iterations, logging into ``run_dir``.
+
+    ``stages``: a schedule (:mod:`bcg.learners.schedule`), ``[(0, learner), (K1, learner_1),
+    ...]``: after K completed iterations the iteration is that of the learner paired with the
+    largest K not above it (same networks and state layout; e.g. other reward weights or
+    learning rate), its state carried over by :func:`transplant` (environment states afresh
+    if their shapes differ), exactly as a resumed run restores it, so a run killed anywhere
+    resumes to the same result.
 
     ``devices``: shard the environment batch over this many devices (or this device list);
     None keeps the learner's mesh if it has one, else uses every device of ``jax.devices()``.
@@ -367,8 +383,21 @@ def train(
 
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be >= 1, got {checkpoint_every}")
+    stages = [(0, learner)] if stages is None else [(int(k), lr) for k, lr in stages]
+    if stages[0][0] != 0 or any(a >= b for (a, _), (b, _) in zip(stages, stages[1:], strict=False)):
+        raise ValueError(f"stages must start at 0 and increase, got {[k for k, _ in stages]}")
     if devices is not None or learner.mesh is None:
-        learner = learner.sharded(devices)  # ValueError if num_envs is not divisible
+        stages = [(k, lr.sharded(devices)) for k, lr in stages]  # num_envs not divisible: error
+    else:  # the learner's mesh for every phase
+        stages = [
+            (k, lr if lr.mesh is not None else lr.sharded(learner.mesh.devices)) for k, lr in stages
+        ]
+
+    def stage_at(done: int):
+        """The learner that runs the iteration after ``done`` completed ones."""
+        return [lr for k, lr in stages if k <= done][-1]
+
+    learner = stages[0][1]
     run_dir = Path(run_dir)
     if not resume and latest_step(run_dir) is not None:  # before run.json is overwritten
         raise ValueError(
@@ -378,18 +407,19 @@ def train(
         write_run(run_dir, run_config)
     run_dir.mkdir(parents=True, exist_ok=True)
     csv_path = run_dir / CSV_FILE
-    env = learner.env
     n_iter = learner.iterations
     key = jax.random.PRNGKey(seed)
     k_init, k_eval = jax.random.split(key)
-    state = learner.init(k_init)
 
     if resume:
         if latest_step(run_dir) is None:
             raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / CKPT_DIR}")
+        learner = stage_at(latest_step(run_dir))  # checkpoints are named by iteration
+        state = learner.init(k_init)
         state, start, env_steps, wall0 = restore_checkpoint(run_dir, state)
         rows = [r for r in _read_rows(csv_path) if int(r["iteration"]) <= start]
     else:
+        state = learner.init(k_init)
         start, env_steps, wall0, rows = 0, 0, 0.0, []
         if init_from is not None:
             from bcg.transfer.policy import split_checkpoint_path
@@ -407,7 +437,7 @@ def train(
         evals = json.loads((run_dir / EVAL_FILE).read_text())
     if eval_episodes > 0 and "initial" not in evals:
         evals["initial"] = evaluate(
-            env, learner.policy, learner.policy_params(state), eval_episodes, k_eval
+            stages[0][1].env, learner.policy, learner.policy_params(state), eval_episodes, k_eval
         )
 
     mgr = _manager(run_dir)
@@ -417,6 +447,11 @@ def train(
     bar = tqdm(range(start, n_iter), initial=start, total=n_iter, disable=not progress)
     m = {}
     for it in bar:
+        if stage_at(it) is not learner:  # the schedule's next phase: carry the state over
+            learner = stage_at(it)
+            saved = _payload(jax.device_get(state), it, 0, 0.0)["leaves"]
+            state = transplant(saved, learner.init(k_init), source=f"iteration {it}'s state")
+            state, step_fn = compile_iteration(learner, state)
         state, metrics = step_fn(state)
         metrics = {k: float(v) for k, v in jax.device_get(metrics).items()}
         done_it = it + 1
@@ -445,7 +480,7 @@ def train(
 
     if eval_episodes > 0:
         evals["final"] = evaluate(
-            env, learner.policy, learner.policy_params(state), eval_episodes, k_eval
+            learner.env, learner.policy, learner.policy_params(state), eval_episodes, k_eval
         )
         (run_dir / EVAL_FILE).write_text(json.dumps(evals, indent=2))
     png = plot_training(rows, run_dir / PLOT_FILE, title=run_dir.name) if rows else None

@@ -140,13 +140,15 @@ def sim_settings(env) -> dict:
     if sim is None:
         return {}
     m = sim.mj_model
+    mx = getattr(sim, "mjx_model", None)
+    solver = mx.opt if mx is not None else m.opt  # the MJX model's: what training steps
     out = {
         "model": getattr(sim, "name", None),
         "stiffness": getattr(getattr(sim, "stiffness", None), "label", None),
         "timestep": float(m.opt.timestep),
         "substeps": int(getattr(sim, "substeps", 1)),
-        "solver_iterations": int(m.opt.iterations),
-        "ls_iterations": int(m.opt.ls_iterations),
+        "solver_iterations": int(solver.iterations),
+        "ls_iterations": int(solver.ls_iterations),
     }
     return {k: v for k, v in out.items() if v is not None}
 

@@ -116,7 +116,18 @@ def check_env_params(task: str, params: dict) -> None:
 
 def validate(run: dict) -> None:
     """ValueError for an unknown learner / estimator / setting / parameter or bad sizes (before
-    anything is built or compiled)."""
+    anything is built or compiled); a scheduled run (:mod:`bcg.learners.schedule`) in each of
+    its phases."""
+    from bcg.learners.schedule import check_schedule, phase_starts, run_at
+
+    if run.get("schedule"):
+        check_schedule(run)
+        for k in phase_starts(run):
+            try:
+                validate(run_at(run, k))
+            except ValueError as e:
+                raise ValueError(f"{e} (in the schedule's phase from iteration {k})") from e
+        return
     if run["learner"] not in LEARNERS:
         raise ValueError(f"unknown learner {run['learner']!r}; choose from {', '.join(LEARNERS)}")
     if run["learner"] == "ppo":  # PPO never differentiates the step: no estimator
@@ -143,10 +154,14 @@ def validate(run: dict) -> None:
 
 
 def make_run_estimator(run: dict):
-    """The step estimator of ``run``: its name or import path, else (a name registered in
-    another process) run.json's ``estimator_factory`` import path; with the record's resolved
-    parameters under the given ones (:func:`bcg.learners.record.effective`)."""
+    """The step estimator of ``run`` (a scheduled run: its final phase): its name or import
+    path, else (a name registered in another process) run.json's ``estimator_factory`` import
+    path; with the record's resolved parameters under the given ones
+    (:func:`bcg.learners.record.effective`)."""
     from bcg.learners.record import effective
+    from bcg.learners.schedule import run_at
+
+    run = run_at(run)
 
     name = run["estimator"]
     if name not in E.names() and ":" not in name and run.get("estimator_factory"):
@@ -160,7 +175,9 @@ def make_run_env(run: dict):
     for an unknown env parameter or a learned reward (ADD) that ``run``'s learner cannot
     train."""
     from bcg.learners.record import apply_env_record
+    from bcg.learners.schedule import run_at
 
+    run = run_at(run)  # a scheduled run: its final phase
     params = dict(run.get("env_params") or {})
     try:
         env = make_env(
@@ -186,11 +203,14 @@ def build(run: dict):
 
     ``env`` is the env to evaluate on: for a learned reward (ADD) its fixed-reward twin
     (``evaluation_env``), since the learned reward needs the learner's state; the learner
-    trains on ``learner.env``."""
+    trains on ``learner.env``. A scheduled run (:mod:`bcg.learners.schedule`) is built in its
+    final phase (``run_at(run, K)`` builds the phase after K iterations)."""
     from bcg.learners.bptt import BPTT, BPTTConfig
     from bcg.learners.record import RecordWarning, effective
+    from bcg.learners.schedule import run_at
     from bcg.learners.shac import SHAC, SHACConfig
 
+    run = run_at(run)
     validate(run)
     env = make_run_env(run)
     est = make_run_estimator(run)

@@ -39,6 +39,8 @@ class TrainOptions:
     checkpoint_every: int = 25
     devices: int | None = None  # shac / bptt: shard over the first N devices
     init_from: str | None = None  # shac / bptt: start from this run's (or checkpoint's) state
+    schedule: tuple = ()  # phases (bcg.learners.schedule), from a recipe
+    recipe: dict | None = None  # the recipe's record (bcg.learners.recipe.recipe_options)
 
 
 def ppo_timesteps(opts: TrainOptions, num_envs: int, horizon: int | None) -> int:
@@ -115,6 +117,10 @@ def run_description(opts: TrainOptions) -> dict:
         run["env_params"] = params["env"]
     if learner == "ppo":
         run["timesteps"] = ppo_timesteps(opts, opts.num_envs, opts.horizon)
+    if opts.schedule:
+        run["schedule"] = [dict(ph) for ph in opts.schedule]
+    if opts.recipe is not None:
+        run["recipe"] = opts.recipe
     if opts.init_from is not None:
         if learner == "ppo":
             raise ValueError("--init-from applies to shac / bptt (brax PPO keeps its own state)")

@@ -42,9 +42,20 @@ def train_run(
             **run.get("config", {}),
         )
         return None
-    env, learner = registry.build(run)
-    run = record.with_resolved(run, learner.env, learner, learner.estimator)
-    learner = learner.sharded(devices)  # None: all devices; ValueError if not divisible
+    from bcg.learners.schedule import phase_starts, run_at
+
+    stages = []  # a scheduled run: one learner per phase, each phase's settings recorded
+    for i, k in enumerate(phase_starts(run)):
+        env, learner = registry.build(run_at(run, k))
+        learner = learner.sharded(devices)  # None: all devices; ValueError if not divisible
+        if i == 0:
+            run = record.with_resolved(run, learner.env, learner, learner.estimator)
+        else:
+            done = record.with_resolved(run_at(run, k), learner.env, learner, learner.estimator)
+            run["schedule"] = [dict(ph) for ph in run["schedule"]]
+            run["schedule"][i - 1]["resolved"] = done["resolved"]
+        stages.append((k, learner))
+    learner = stages[0][1]
     n_dev = learner.mesh.devices.size
     steps = learner.env_steps_per_iteration // run["num_envs"]
     if log is not None:
@@ -64,6 +75,7 @@ def train_run(
         eval_episodes=eval_episodes,
         run_config=run,
         init_from=run.get("init_from"),
+        stages=stages if len(stages) > 1 else None,
     )
 
 
