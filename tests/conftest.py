@@ -1,5 +1,6 @@
 """Test configuration: float64, CPU, persistent compilation cache (compiles are slow here)."""
 
+import collections
 import os
 from pathlib import Path
 
@@ -25,3 +26,21 @@ def restore_jax(monkeypatch):
     yield
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_compilation_cache_dir", cache)
+
+
+# where the suite's time goes, per file (scripts/test.sh also prints the slowest tests)
+_FILE_SECONDS: collections.Counter = collections.Counter()
+
+
+def pytest_runtest_logreport(report):
+    _FILE_SECONDS[report.nodeid.split("::")[0]] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _FILE_SECONDS:
+        return
+    total = sum(_FILE_SECONDS.values())
+    terminalreporter.section("time per test file (setup + call + teardown; all workers)")
+    for path, sec in _FILE_SECONDS.most_common(20):
+        terminalreporter.write_line(f"{sec:8.1f}s {100 * sec / total:5.1f}%  {path}")
+    terminalreporter.write_line(f"{total:8.1f}s in {len(_FILE_SECONDS)} files")
