@@ -1,8 +1,8 @@
 """Environments: small built-in contact tasks (:mod:`bcg.envs.tasks`) for gradient reports, and
-policy environments (:mod:`bcg.envs.base`) for the learners."""
+policy environments (:mod:`bcg.envs.base`) for the learners. The G1 tasks (:mod:`bcg.envs.g1`)
+are imported when one is asked for."""
 
 from bcg.envs.base import ContactEnv
-from bcg.envs.g1.tracking import g1_hop, g1_jump, g1_squat_jump
 from bcg.envs.hopper_jump import HopperJump, hopper_jump
 from bcg.envs.pogo import PogoHop, pogo_hop
 from bcg.envs.registry import (
@@ -12,17 +12,14 @@ from bcg.envs.registry import (
     import_factory,
     make_env,
     register_env,
+    register_lazy,
 )
 from bcg.envs.tasks import TASKS, Task, get, list_tasks
 
-for _name, _factory in {
-    "hopper_jump": hopper_jump,
-    "pogo_hop": pogo_hop,
-    "g1_jump": g1_jump,
-    "g1_squat_jump": g1_squat_jump,
-    "g1_hop": g1_hop,
-}.items():
-    register_env(_name, _factory)
+register_env("hopper_jump", hopper_jump)
+register_env("pogo_hop", pogo_hop)
+for _name in ("g1_jump", "g1_squat_jump", "g1_hop"):
+    register_lazy(_name, f"bcg.envs.g1.tracking:{_name}")
 
 
 __all__ = [

@@ -20,8 +20,15 @@ from collections.abc import Callable
 from bcg.envs.base import ContactEnv
 from bcg.imports import import_factory, lookup
 
-# name -> factory(stiffness=..., **params) -> ContactEnv; built-ins are added by bcg.envs
-POLICY_ENVS: dict[str, Callable[..., ContactEnv]] = {}
+# name -> factory(stiffness=..., **params) -> ContactEnv; built-ins are added by bcg.envs, the
+# G1 tasks as import paths (imported when one is asked for: bcg.envs loads no G1 code)
+POLICY_ENVS: dict[str, Callable[..., ContactEnv] | str] = {}
+
+
+def register_lazy(name: str, path: str) -> None:
+    """A task by import path ``"package.module:factory"``, imported the first time it is asked
+    for (:func:`env_factory`)."""
+    POLICY_ENVS[name] = path
 
 
 def register_env(name: str, factory: Callable[..., ContactEnv], *, overwrite: bool = False):
@@ -40,7 +47,10 @@ def register_env(name: str, factory: Callable[..., ContactEnv], *, overwrite: bo
 
 def env_factory(task: str) -> Callable[..., ContactEnv]:
     """The factory of a task name or import path; ValueError naming the choices if unknown."""
-    return lookup(task, POLICY_ENVS, "task", "bcg.envs.register_env")
+    found = lookup(task, POLICY_ENVS, "task", "bcg.envs.register_env")
+    if isinstance(found, str):  # registered lazily: import it now, once
+        found = POLICY_ENVS[task] = import_factory(found)
+    return found
 
 
 def factory_path(factory: Callable) -> str | None:
@@ -76,7 +86,8 @@ def task_summaries() -> list[tuple[str, str]]:
     """``(name, summary)`` of every training task by name: the first line of its factory's
     docstring, Sphinx cross-references dropped."""
     out = []
-    for name, factory in POLICY_ENVS.items():
+    for name in list(POLICY_ENVS):
+        factory = env_factory(name)
         doc = (factory.__doc__ or "").strip().splitlines()
         out.append((name, re.sub(r"\s*\(:\w+:`[^`]*`\)", "", doc[0]) if doc else ""))
     return out

@@ -1,7 +1,8 @@
 """Training harness for the gradient-based learners (SHAC, BPTT): loop, logging, checkpoints,
 resume, plots and evaluation.
 
-A run directory holds
+A run directory (its format: :mod:`bcg.learners.rundir`, whose names this module re-exports)
+holds
 
     run.json          how to rebuild the learner (task, stiffness, learner, estimator, sizes)
     metrics.csv       one row per iteration (iteration, env_steps, wall_time, metrics...)
@@ -45,7 +46,6 @@ float summation order, not bit for bit).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -57,12 +57,26 @@ import jax.numpy as jnp
 import numpy as np
 
 from bcg.envs.base import ContactEnv
+from bcg.learners.rundir import (  # noqa: F401  (the run directory's format, re-exported)
+    CKPT_DIR,
+    CSV_FILE,
+    EVAL_FILE,
+    PLOT_FILE,
+    RUN_FILE,
+    checkpoint_manager,
+    latest_step,
+    load_packed_params,
+    payload,
+    read_rows,
+    restore_checkpoint,
+    save_checkpoint,
+    split_checkpoint_path,
+    transplant,
+    write_rows,
+    write_run,
+)
 
-RUN_FILE = "run.json"
-CSV_FILE = "metrics.csv"
-CKPT_DIR = "checkpoints"
-PLOT_FILE = "training.png"
-EVAL_FILE = "eval.json"
+_manager = checkpoint_manager  # the names tests and scripts used
 
 
 # ---------------------------------------------------------------------------- evaluation
@@ -117,113 +131,6 @@ def evaluate(env: ContactEnv, policy, params, episodes: int, key, episode_length
 # ---------------------------------------------------------------------------- run.json
 
 
-def write_run(run_dir, run: dict) -> Path:
-    """Write the run description (every learner's, see :mod:`bcg.learners.registry`)."""
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / RUN_FILE
-    path.write_text(json.dumps(run, indent=2))
-    return path
-
-
-# ---------------------------------------------------------------------------- checkpoints
-
-
-def _manager(run_dir: Path, max_to_keep: int = 3):
-    import orbax.checkpoint as ocp
-
-    opts = ocp.CheckpointManagerOptions(max_to_keep=max_to_keep, create=True)
-    return ocp.CheckpointManager((run_dir / CKPT_DIR).absolute(), options=opts)
-
-
-def _payload(state, iteration: int, env_steps: int, wall_time: float) -> dict:
-    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves(state)]
-    return {  # orbax cannot store empty arrays: those come back from the template
-        "leaves": {f"{i:05d}": x for i, x in enumerate(leaves) if x.size},
-        "iteration": np.asarray(iteration, np.int64),
-        "env_steps": np.asarray(env_steps, np.int64),
-        "wall_time": np.asarray(wall_time, np.float64),
-    }
-
-
-def save_checkpoint(mgr, state, iteration: int, env_steps: int, wall_time: float):
-    import orbax.checkpoint as ocp
-
-    mgr.save(
-        iteration, args=ocp.args.StandardSave(_payload(state, iteration, env_steps, wall_time))
-    )
-    mgr.wait_until_finished()
-
-
-def latest_step(run_dir) -> int | None:
-    d = Path(run_dir) / CKPT_DIR
-    if not d.is_dir():
-        return None
-    steps = [int(p.name) for p in d.iterdir() if p.is_dir() and p.name.isdigit()]
-    return max(steps) if steps else None
-
-
-def restore_checkpoint(run_dir, template_state, step: int | None = None, strict: bool = False):
-    """``(state, iteration, env_steps, wall_time)`` from ``run_dir`` (newest or ``step``).
-
-    ``strict``: ValueError unless the checkpoint holds exactly the template's leaves, with
-    their shapes (a checkpoint of another learner configuration)."""
-    import orbax.checkpoint as ocp
-
-    run_dir = Path(run_dir)
-    step = latest_step(run_dir) if step is None else step
-    if step is None:
-        raise FileNotFoundError(f"no checkpoint in {run_dir / CKPT_DIR}")
-    mgr = _manager(run_dir)
-    target = _payload(template_state, 0, 0, 0.0)
-    p = mgr.restore(step, args=ocp.args.StandardRestore(target))
-    mgr.close()
-    where = run_dir / CKPT_DIR / str(step)
-    state = transplant(dict(p["leaves"]), template_state, strict=strict, source=where)
-    return state, int(p["iteration"]), int(p["env_steps"]), float(p["wall_time"])
-
-
-def transplant(saved: dict, template_state, strict: bool = False, source="the saved state"):
-    """``template_state`` with the arrays of ``saved`` (``{"00000": array, ...}``: the state's
-    leaves by position, as checkpoints store them; empty arrays may be missing).
-
-    Where only the environment states differ in shape (e.g. the env now carries more
-    per-environment randomisation draws), everything else is taken and the environments start
-    afresh (the template's). ``strict``: ValueError unless ``saved`` holds exactly the
-    template's non-empty leaves with their shapes, environment states apart."""
-    paths, treedef = jax.tree_util.tree_flatten_with_path(template_state)
-    leaves = [x for _, x in paths]
-    env = {f"{i:05d}" for i, (path, _) in enumerate(paths) if _in_env_state(path)}
-    if strict:  # every non-empty leaf, by position and shape (empty arrays are not saved)
-        want = {f"{i:05d}": tuple(np.shape(x)) for i, x in enumerate(leaves) if np.size(x)}
-        have = {k: tuple(np.shape(v)) for k, v in saved.items()}
-        if have != want:
-            bad = {k for k in set(have) | set(want) if have.get(k) != want.get(k)}
-            if not env or not bad <= env:
-                raise ValueError(
-                    f"{source} holds a different learner state ({len(have)} arrays vs this "
-                    f"run's {len(want)}, or other shapes): --init-from and a schedule's "
-                    "phases need the same learner, estimator, env sizes and networks"
-                )
-    shapes = {f"{i:05d}": tuple(np.shape(x)) for i, x in enumerate(leaves)}
-    if any(
-        tuple(np.shape(saved[k])) != shapes[k] if k in saved else np.prod(shapes[k]) > 0
-        for k in env
-    ):
-        print(
-            f"[bcg] {source}: the environment states differ in shape from this run's; they "
-            "start afresh (policy, critic and optimiser are taken from it)"
-        )
-        saved = {k: v for k, v in saved.items() if k not in env}
-    restored = [jnp.asarray(saved.get(f"{i:05d}", x)) for i, x in enumerate(leaves)]
-    return jax.tree_util.tree_unflatten(treedef, restored)
-
-
-def _in_env_state(path) -> bool:
-    """Whether a learner-state leaf lies in its environment states (the ``env`` field)."""
-    return bool(path) and getattr(path[0], "name", None) == "env"
-
-
 def _restart_schedule(state):
     """``state`` with its iteration counter at 0: a new stage runs its own learning-rate
     schedule (decay over its ``--iterations``) and critic warm-up, not the rest of the source's."""
@@ -236,32 +143,16 @@ def _init_from_packed(learner, state, src: Path):
     """``(state, env_steps, wall_time)``: ``state`` with the packed policy of ``src``
     (:mod:`bcg.transfer.pack`); env steps and wall time continue from the packed ones (wall
     time: the source's metrics row of the packed iteration, 0 if it has none)."""
-    from bcg.transfer.pack import load_packed_params
-
     packed = json.loads((src / "run.json").read_text()).get("packed", {})
     state = learner.with_policy_params(
         state, load_packed_params(src, learner, widen_observation=True)
     )
     it = packed.get("iteration")
-    walls = [float(r["wall_time"]) for r in _read_rows(src / CSV_FILE) if int(r["iteration"]) == it]
+    walls = [float(r["wall_time"]) for r in read_rows(src / CSV_FILE) if int(r["iteration"]) == it]
     return state, int(packed.get("env_steps", 0)), walls[-1] if walls else 0.0
 
 
 # ---------------------------------------------------------------------------- logging
-
-
-def _read_rows(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def _write_rows(path: Path, rows: list[dict], columns: list[str]):
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        w.writerows(rows)
 
 
 def _column(rows: list[dict], key: str) -> np.ndarray | None:
@@ -417,13 +308,11 @@ def train(
         learner = stage_at(latest_step(run_dir))  # checkpoints are named by iteration
         state = learner.init(k_init)
         state, start, env_steps, wall0 = restore_checkpoint(run_dir, state)
-        rows = [r for r in _read_rows(csv_path) if int(r["iteration"]) <= start]
+        rows = [r for r in read_rows(csv_path) if int(r["iteration"]) <= start]
     else:
         state = learner.init(k_init)
         start, env_steps, wall0, rows = 0, 0, 0.0, []
         if init_from is not None:
-            from bcg.transfer.policy import split_checkpoint_path
-
             src, step = split_checkpoint_path(init_from)
             if step is None and latest_step(src) is None and (src / "policy.npz").exists():
                 state, env_steps, wall0 = _init_from_packed(learner, state, src)
@@ -440,7 +329,7 @@ def train(
             stages[0][1].env, learner.policy, learner.policy_params(state), eval_episodes, k_eval
         )
 
-    mgr = _manager(run_dir)
+    mgr = checkpoint_manager(run_dir)
     writer = SummaryWriter(str(run_dir / "tb"), purge_step=start + 1 if resume else None)
     columns = list(rows[0].keys()) if rows else None
     t0 = time.time()
@@ -449,7 +338,7 @@ def train(
     for it in bar:
         if stage_at(it) is not learner:  # the schedule's next phase: carry the state over
             learner = stage_at(it)
-            saved = _payload(jax.device_get(state), it, 0, 0.0)["leaves"]
+            saved = payload(jax.device_get(state), it, 0, 0.0)["leaves"]
             state = transplant(saved, learner.init(k_init), source=f"iteration {it}'s state")
             state, step_fn = compile_iteration(learner, state)
         state, metrics = step_fn(state)
@@ -461,7 +350,7 @@ def train(
         if columns is None:
             columns = list(m.keys())
         rows.append(m)
-        _write_rows(csv_path, rows, columns)  # whole file: small, and never half-written rows
+        write_rows(csv_path, rows, columns)  # whole file: small, and never half-written rows
         for k, v in m.items():
             if k != "iteration" and math.isfinite(float(v)):
                 writer.add_scalar(k, float(v), done_it)

@@ -105,7 +105,7 @@ def learner_settings(run: dict, learner=None) -> dict:
     """Every learner setting of ``run``: the built ``learner``'s configuration (its ``cfg``
     dataclass), else the run's ``config`` over its record's settings over the learner's
     defaults, with the sizes (``num_envs``; ``horizon`` where known)."""
-    from bcg.learners.registry import learner_settings as defaults
+    from bcg.learners.settings import learner_settings as defaults
 
     cfg = getattr(learner, "cfg", None)
     if dataclasses.is_dataclass(cfg):

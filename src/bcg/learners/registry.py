@@ -27,31 +27,12 @@ import warnings
 
 from bcg import estimators as E
 from bcg.envs import env_factory, make_env
+from bcg.learners.settings import SIZE_SETTINGS, learner_settings  # noqa: F401
 
 GRADIENT_LEARNERS = ("shac", "bptt")
 LEARNERS = (*GRADIENT_LEARNERS, "ppo")
 LEARNED_REWARD = ("shac",)  # learners that train a learned reward (env.reward_model)
 STEP_ESTIMATORS = ("analytic", "bcg", "bcg-stein", "global-bundle")
-
-
-# set by their own command-line flags (--num-envs, --horizon), not through --param
-SIZE_SETTINGS = ("num_envs", "horizon")
-
-
-def learner_settings(learner: str) -> dict:
-    """``{name: default}`` of the settings a user may override for ``learner`` (run.json
-    ``config``, ``bcg train --param LEARNER.NAME=VALUE``)."""
-    if learner == "ppo":
-        from bcg.learners.ppo import NETWORK_DEFAULTS, PPO_DEFAULTS
-
-        out = {**PPO_DEFAULTS, **NETWORK_DEFAULTS, "batch_size": PPO_DEFAULTS["num_envs"]}
-    else:
-        from bcg.learners.bptt import BPTTConfig
-        from bcg.learners.shac import SHACConfig
-
-        cfg = {"shac": SHACConfig, "bptt": BPTTConfig}[learner]
-        out = {f.name: f.default for f in dataclasses.fields(cfg)}
-    return {k: v for k, v in out.items() if k not in SIZE_SETTINGS}
 
 
 def _type_error(value, default) -> str | None:

@@ -124,7 +124,7 @@ def run_description(opts: TrainOptions) -> dict:
     if opts.init_from is not None:
         if learner == "ppo":
             raise ValueError("--init-from applies to shac / bptt (brax PPO keeps its own state)")
-        from bcg.transfer.policy import split_checkpoint_path
+        from bcg.learners.rundir import split_checkpoint_path
 
         split_checkpoint_path(opts.init_from)  # FileNotFoundError if missing
         run["init_from"] = str(opts.init_from)

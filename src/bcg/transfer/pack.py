@@ -17,8 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from bcg.learners import record
+from bcg.learners.rundir import (  # noqa: F401  (re-exported)
+    POLICY_FILE,
+    load_packed_params,
+    widen_observation_params,
+)
 
-POLICY_FILE = "policy.npz"
 COPIED = ("metrics.csv", "training.png", "eval.json")
 
 
@@ -140,63 +144,3 @@ def _trim_rows(path: Path, iteration: int) -> None:
     lines = path.read_text().splitlines()
     keep = [lines[0]] + [x for x in lines[1:] if int(float(x.split(",")[0])) <= iteration]
     path.write_text("\n".join(keep) + "\n")
-
-
-def load_packed_params(run_dir: Path, learner, widen_observation: bool = False):
-    """The policy parameters in ``run_dir/policy.npz``, in the pytree of ``learner``'s (shapes
-    checked: a ValueError names a mismatch). ``widen_observation``: a policy packed for a
-    shorter observation (the same features followed by new ones at the end) is widened to the
-    learner's by :func:`widen_observation_params`."""
-    import jax
-
-    template = learner.policy_params(learner.init(jax.random.PRNGKey(0)))
-    leaves, treedef = jax.tree_util.tree_flatten(template)
-    with np.load(run_dir / POLICY_FILE) as f:
-        saved = [f[f"arr_{i}"] for i in range(len(f.files))]
-    if widen_observation and len(saved) == len(leaves):
-        wide = widen_observation_params(saved, [np.asarray(x) for x in leaves])
-        grown = [
-            (a.shape[0], b.shape[0]) for a, b in zip(saved, wide, strict=True) if a.shape != b.shape
-        ]
-        if grown:
-            print(
-                f"[bcg] {run_dir / POLICY_FILE}: observation widened from {grown[0][0]} to "
-                f"{grown[0][1]} features (zero input weights for the new ones)"
-            )
-        saved = wide
-    if [x.shape for x in saved] != [np.shape(x) for x in leaves]:
-        raise ValueError(
-            f"{run_dir / POLICY_FILE} does not fit the policy that run.json builds "
-            f"({len(saved)} arrays vs {len(leaves)}, or other shapes)"
-        )
-    return jax.tree_util.tree_unflatten(
-        treedef, [jax.numpy.asarray(s, x.dtype) for s, x in zip(saved, leaves, strict=True)]
-    )
-
-
-def widen_observation_params(saved: list, template: list) -> list:
-    """Policy parameters for an observation of ``n`` features widened to ``N > n`` by features
-    appended at the end: every array whose leading axis is ``n`` where the template's is ``N``
-    (same other axes) is extended along it. A 2-D array (the first layer's kernel, inputs x
-    units) gets zero rows, so the widened policy computes exactly the old one until training
-    moves them; a 1-D array (the observation normaliser's mean and variance) gets the
-    template's entries (its prior, mean 0 and variance 1). Arrays of equal shape are kept; any
-    other mismatch is left for the caller's shape check."""
-    pairs = [
-        (s.shape[0], t.shape[0])
-        for s, t in zip(saved, template, strict=True)
-        if s.ndim == t.ndim >= 1 and s.shape != t.shape and s.shape[1:] == t.shape[1:]
-    ]
-    if not pairs or len(set(pairs)) != 1 or not pairs[0][0] < pairs[0][1]:
-        return saved
-    n, big = pairs[0]
-    out = []
-    for s, t in zip(saved, template, strict=True):
-        widened = s.ndim == t.ndim >= 1 and (s.shape[0], t.shape[0]) == (n, big)
-        if widened and s.shape[1:] == t.shape[1:]:
-            if s.ndim == 1:
-                s = np.concatenate([s, t[n:].astype(s.dtype)])
-            elif s.ndim == 2:
-                s = np.concatenate([s, np.zeros((big - n, s.shape[1]), s.dtype)])
-        out.append(s)
-    return out

@@ -19,7 +19,12 @@ from pathlib import Path
 
 from bcg.envs.base import ContactEnv
 from bcg.learners import record
-from bcg.transfer.pack import POLICY_FILE, load_packed_params
+from bcg.learners.rundir import (  # noqa: F401  (re-exported)
+    POLICY_FILE,
+    load_packed_params,
+    run_float64,
+    split_checkpoint_path,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,26 +41,6 @@ class LoadedPolicy:
     def label(self) -> str:
         it = f"iteration {self.iteration}" if self.iteration is not None else "final"
         return f"{self.run_dir} ({self.learner}, {it})"
-
-
-def split_checkpoint_path(path) -> tuple[Path, int | None]:
-    """``(run_dir, step)`` for a run directory (step None: newest) or ``checkpoints/<k>``."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no such run directory or checkpoint: {path}")
-    if path.name.isdigit() and path.parent.name == "checkpoints":
-        return path.parent.parent, int(path.name)
-    return path, None
-
-
-def run_float64(path) -> bool:
-    """Whether the run at ``path`` (a run directory or checkpoint) was trained in double
-    precision (run.json's ``float64``; PPO runs without run.json: False)."""
-    run_dir, _ = split_checkpoint_path(path)
-    run_file = run_dir / "run.json"
-    return (
-        bool(json.loads(run_file.read_text()).get("float64", False)) if run_file.exists() else False
-    )
 
 
 def load_policy(path) -> LoadedPolicy:

@@ -555,32 +555,10 @@ def leg_servo_schedule(m: mujoco.MjModel, window: tuple[int, int], ratio: float,
     return servo_scale_at
 
 
-def load_g1(
-    stiffness="stiff",
-    *,
-    substeps: int = SUBSTEPS,
-    solver_iterations: int = 1,
-    warmstart: bool = False,
-    config: G1Config | None = None,
-    randomization=None,
-    **kw,
-) -> Sim:
-    """The G1 as a :class:`bcg.sim.Sim` (200 Hz physics, 50 Hz control, MJX-validated).
-
-    ``warmstart``: warm-start the MJX constraint solver (default off: with few solver
-    iterations the warm start makes the G1 diverge, see the module docstring); the native
-    model keeps MuJoCo's warm start (10 iterations converge either way).
-    ``randomization``: a :class:`bcg.envs.g1.randomization.Randomization` whose model items,
-    latency and pushes (if any is on) randomise every environment's MJX model, latency and push
-    schedule from draws in its state (``data.userdata``,
-    :func:`bcg.envs.g1.randomization.userdata_model`, ``userdata_hold``, ``userdata_push``)."""
-    from bcg.envs.g1 import randomization as g1r
-
-    c = config or G1Config()
-    per_env = randomization is not None and any(
-        getattr(randomization, k) is not None for k in g1r.MODEL_ITEMS + ("latency", "push")
-    )
-    opts = dict(
+def model_options(config: G1Config) -> dict:
+    """The keyword arguments of :func:`mj_model` that ``config`` sets."""
+    c = config
+    return dict(
         foot_radius=c.foot_radius,
         friction=c.friction,
         action_memory=c.action_memory,
@@ -589,9 +567,27 @@ def load_g1(
         # with a window the legs are built at kp_scale and stiffened inside it per step
         leg_kp_scale=c.leg_kp_scale if c.leg_kp_window is None else None,
     )
-    m = mj_model(c.mjcf, **opts)
-    if per_env:
-        m = mj_model(c.mjcf, **opts, nuserdata=1 + g1r.num_draws(m))
+
+
+def load_g1(
+    stiffness="stiff",
+    *,
+    substeps: int = SUBSTEPS,
+    solver_iterations: int = 1,
+    warmstart: bool = False,
+    config: G1Config | None = None,
+    nuserdata: int = 0,
+    **kw,
+) -> Sim:
+    """The G1 as a :class:`bcg.sim.Sim` (200 Hz physics, 50 Hz control, MJX-validated).
+
+    ``warmstart``: warm-start the MJX constraint solver (default off: with few solver
+    iterations the warm start makes the G1 diverge, see the module docstring); the native
+    model keeps MuJoCo's warm start (10 iterations converge either way). ``nuserdata``: room
+    for per-environment draws in ``data.userdata``
+    (:func:`bcg.envs.g1.randomization.load_randomized_g1` fills and uses it)."""
+    c = config or G1Config()
+    m = mj_model(c.mjcf, **model_options(c), nuserdata=nuserdata)
     sim = load(
         m,
         stiffness=stiffness,
@@ -601,13 +597,6 @@ def load_g1(
         name="g1",
         **kw,
     )
-    if per_env:
-        sim = dataclasses.replace(sim, model_at=g1r.userdata_model(randomization, sim.mj_model))
-        if randomization.latency is not None and randomization.latency_mode == "hold":
-            sim = dataclasses.replace(sim, hold_at=g1r.userdata_hold(randomization, sim.mj_model))
-        if randomization.push is not None:
-            push = g1r.userdata_push(randomization, sim.mj_model, sim.control_dt)
-            sim = dataclasses.replace(sim, push_at=push)
     if c.leg_kp_window is not None:
         ratio = c.leg_kp_scale / c.kp_scale
         at = leg_servo_schedule(sim.mj_model, c.leg_kp_window, ratio, sim.control_dt)

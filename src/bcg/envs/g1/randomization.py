@@ -428,3 +428,26 @@ class NativeRandomization:
     def episode(self, rng, steps: int, control_dt: float) -> tuple[int, dict]:
         ep = sample_episode(rng, self.cfg, control_dt, steps)
         return ep.latency, {p.step: (p.linear, p.angular) for p in ep.pushes}
+
+
+def load_randomized_g1(stiffness="stiff", *, randomization=None, config=None, **kw):
+    """:func:`bcg.envs.g1.model.load_g1` whose MJX model, latency and push schedule are drawn
+    per environment by ``randomization`` (a :class:`Randomization`) where any of its model
+    items, latency or pushes is on: from draws in each environment's state
+    (``data.userdata``: :func:`userdata_model`, :func:`userdata_hold`,
+    :func:`userdata_push`)."""
+    per_env = randomization is not None and any(
+        getattr(randomization, k) is not None for k in MODEL_ITEMS + ("latency", "push")
+    )
+    if not per_env:
+        return g1m.load_g1(stiffness, config=config, **kw)
+    c = config or g1m.G1Config()
+    n = num_draws(g1m.mj_model(c.mjcf, **g1m.model_options(c)))
+    sim = g1m.load_g1(stiffness, config=c, nuserdata=1 + n, **kw)
+    sim = dataclasses.replace(sim, model_at=userdata_model(randomization, sim.mj_model))
+    if randomization.latency is not None and randomization.latency_mode == "hold":
+        sim = dataclasses.replace(sim, hold_at=userdata_hold(randomization, sim.mj_model))
+    if randomization.push is not None:
+        push = userdata_push(randomization, sim.mj_model, sim.control_dt)
+        sim = dataclasses.replace(sim, push_at=push)
+    return sim

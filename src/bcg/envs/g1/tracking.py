@@ -139,6 +139,7 @@ from bcg.envs.base import ContactEnv
 from bcg.envs.g1 import add as g1add
 from bcg.envs.g1 import clips as g1clips
 from bcg.envs.g1 import model as g1m
+from bcg.envs.g1 import randomization as g1r
 from bcg.envs.g1.randomization import Randomization
 from bcg.sim.model import Sim
 from bcg.sim.step import make_data, quat_mul
@@ -767,7 +768,7 @@ def g1_tracking(
         config = g1m.G1Config(**config)
     if isinstance(randomization, str) or randomization is None:
         randomization = Randomization.parse(randomization)
-    sim: Sim = g1m.load_g1(
+    sim: Sim = g1r.load_randomized_g1(
         stiffness, config=config, solver_iterations=solver_iterations, randomization=randomization
     )
     fps = 1.0 / sim.control_dt
