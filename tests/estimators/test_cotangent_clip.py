@@ -97,7 +97,21 @@ def test_env_clip_is_validated(bad):
     with pytest.raises(ValueError, match="env_clip"):
         E.make("analytic", env_clip=bad)
     with pytest.raises(ValueError, match="env_clip"):
-        BCG(env_clip=bad)
+        E.make("bcg", env_clip=bad)
+    with pytest.raises(ValueError, match="env_clip"):
+        E.env_clip(BCG(), bad)
+
+
+def test_env_clip_wraps_any_step_estimator():
+    """``env_clip`` is a wrapper (bcg.estimators.wrappers), the same whether given to ``make``
+    or applied by hand; None leaves the estimator as it is; it refuses objective-level ones."""
+    assert E.make("bcg", env_clip=C) == E.env_clip(E.make("bcg"), C)
+    assert E.make("bcg", env_clip=C).num_branches == E.make("bcg").num_branches
+    assert E.unwrap(E.make("analytic", env_clip=C)) == E.make("analytic")
+    assert E.env_clip(E.make("analytic"), None) == E.make("analytic")
+    assert isinstance(E.make("global-bundle", env_clip=C), E.StepEstimator)
+    with pytest.raises(ValueError, match="step estimators"):
+        E.make("zeroth-order", env_clip=C)
 
 
 def test_env_clip_after_each_step_matches_the_clip_by_hand(sim):
@@ -149,7 +163,7 @@ def test_bcg_env_clip_equals_the_analytic_one_where_nothing_triggers(sim):
     """BCG clips its whole carry per environment: with a trigger no contact reaches it equals
     the analytic step with the same ``env_clip``."""
     T = 4
-    never = BCG(tau=1e9, env_clip=C)
+    never = E.env_clip(BCG(tau=1e9), C)
     np.testing.assert_allclose(
         _rollout_grad(sim, never, T),
         _rollout_grad(sim, E.make("analytic", env_clip=C), T),

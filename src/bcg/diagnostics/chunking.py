@@ -125,6 +125,7 @@ def rollout(sim, estimator, data0, ctrls, key, offset=0, *, checkpoint: bool = T
 def rollouts_per_sample(est) -> int:
     """Rollouts one sample costs under ``est``: BCG branches (plus the plain step), smoothing
     samples of a transform, 1 for the analytic gradient."""
+    est = E.unwrap(est)  # a wrapper of the backward pass costs no rollouts
     if isinstance(est, E.BCG):
         return est.num_branches + 1
     transform = est.transform if isinstance(est, E.ObjectiveLevel | E.PlainStep) else None

@@ -29,6 +29,7 @@ from bcg.estimators.registry import (
 from bcg.estimators.rollout import PlainStep, rollout
 from bcg.estimators.stats import StepStats
 from bcg.estimators.trigger import Trigger
+from bcg.estimators.wrappers import EnvClip, env_clip, unwrap
 
 NAMES = BUILTIN  # the built-in names; names() also lists the registered ones
 
@@ -37,12 +38,14 @@ __all__ = [
     "BUILTIN",
     "BundleCarry",
     "DEFAULTS",
+    "EnvClip",
     "NAMES",
     "ObjectiveLevel",
     "PlainStep",
     "StepEstimator",
     "StepStats",
     "Trigger",
+    "env_clip",
     "is_step_level",
     "make",
     "names",
@@ -51,4 +54,5 @@ __all__ = [
     "rollout",
     "smoothing",
     "unregister_estimator",
+    "unwrap",
 ]

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from bcg.estimators import aggregation, backward_armature, cotangent_clip, offsets, slots, trigger
+from bcg.estimators import aggregation, backward_armature, offsets, slots, trigger
 from bcg.estimators.stats import StepStats
 from bcg.estimators.trigger import (  # noqa: F401  (re-exported: the historical home)
     Trigger,
@@ -146,10 +146,6 @@ class BCG:
       branch_clip: None, or c > 0: on the backward pass each branch's cotangent at the bundle
         start (its start state; its copy of the action) is clipped to c times the median over
         the B branches (:func:`bcg.estimators.aggregation.clip_branch_cotangents`).
-      env_clip: None, or c >= 1: on the backward pass each environment's cotangent of the
-        carry after every step is clipped to c times the batch median
-        (:mod:`bcg.estimators.cotangent_clip`), bounding environments whose sensitivity grows
-        over the whole window (biased where it acts).
       backward_armature: None, or a >= 0 added to the joint DOFs' armature in the backward
         pass only, for the plain step and every branch (:mod:`bcg.estimators.backward_armature`).
     """
@@ -175,7 +171,6 @@ class BCG:
     gradient: str = "first-order"
     stein_velocity: bool = False
     branch_clip: float | None = None
-    env_clip: float | None = None
     backward_armature: float | None = None
     name: str = "bcg"
 
@@ -209,7 +204,6 @@ class BCG:
                 raise ValueError(f"{flag} must be true or false, got {getattr(self, flag)!r}")
         if self.branch_clip is not None:
             check_number("branch_clip", self.branch_clip, above=0)
-        cotangent_clip.check_factor("env_clip", self.env_clip)
         backward_armature.check("backward_armature", self.backward_armature)
         if self.blend is not None:
             check_number("blend", self.blend, above=0)
@@ -458,8 +452,6 @@ class BCG:
         new = BundleCarry(
             data, branches, remaining.astype(jnp.int32), anchor, noise, perturbed, weight
         )
-        if self.env_clip is not None:
-            new = cotangent_clip.clip_rows(new, self.env_clip)
         return new, stats
 
     @staticmethod

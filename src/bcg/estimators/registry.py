@@ -17,7 +17,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 
-from bcg.estimators import smoothing
+from bcg.estimators import smoothing, wrappers
 from bcg.estimators.bcg import BCG
 from bcg.estimators.protocol import StepEstimator
 from bcg.estimators.rollout import PlainStep
@@ -40,8 +40,8 @@ def _bcg(name):
     return make
 
 
-def _analytic(env_clip=None, backward_armature=None):
-    return PlainStep(name="analytic", env_clip=env_clip, backward_armature=backward_armature)
+def _analytic(backward_armature=None):
+    return PlainStep(name="analytic", backward_armature=backward_armature)
 
 
 def _global_bundle(sigma=0.01, num_samples=10):
@@ -118,19 +118,24 @@ def estimator_factory(name: str) -> Callable:
 
 
 def parameters(name: str) -> set[str] | None:
-    """The parameter names estimator ``name`` takes (None: any, the factory takes ``**kw``)."""
+    """The parameter names estimator ``name`` takes (None: any, the factory takes ``**kw``),
+    ``env_clip`` (:mod:`bcg.estimators.wrappers`) included."""
     f = estimator_factory(name)
     if hasattr(f, "params"):
-        return set(f.params)
+        return {*f.params, "env_clip"}
     sig = inspect.signature(f)
     if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         return None
-    return {k for k, p in sig.parameters.items() if p.kind is not p.VAR_POSITIONAL}
+    return {k for k, p in sig.parameters.items() if p.kind is not p.VAR_POSITIONAL} | {"env_clip"}
 
 
 def make(name: str, **params):
-    """Build an estimator by name or import path with parameters (unknown keys: ValueError)."""
+    """Build an estimator by name or import path with parameters (unknown keys: ValueError).
+    ``env_clip`` (every step estimator's): the estimator wrapped by
+    :func:`bcg.estimators.wrappers.env_clip`."""
     f = estimator_factory(name)
+    params = {**DEFAULTS.get(name, {}), **params}
+    clip = params.pop("env_clip", None)
     allowed = parameters(name)
     unknown = set(params) - allowed if allowed is not None else set()
     if unknown:
@@ -138,13 +143,15 @@ def make(name: str, **params):
             f"estimator {name!r} has no parameter(s) {sorted(unknown)}; "
             f"valid: {sorted(allowed) or 'none'}"
         )
-    est = f(**{**DEFAULTS.get(name, {}), **params})
+    est = f(**params)
     if not isinstance(est, StepEstimator | ObjectiveLevel):
         raise TypeError(
             f"estimator {name!r}: its factory returned {type(est).__name__}, which has neither "
             "init / step / state (a StepEstimator) nor is an ObjectiveLevel"
         )
-    return est
+    if clip is not None and not isinstance(est, StepEstimator):
+        raise ValueError(f"env_clip applies to step estimators, not {name!r}")
+    return wrappers.env_clip(est, clip)
 
 
 def is_step_level(est) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from bcg.estimators import backward_armature, cotangent_clip
+from bcg.estimators import backward_armature
 from bcg.estimators.stats import StepStats
 from bcg.estimators.trigger import Trigger, triggered
 from bcg.sim.model import Sim
@@ -32,8 +32,6 @@ class PlainStep:
     The transform sees x = {qpos, qvel, ctrl} and returns {qpos, qvel, act, qacc_warmstart}
     (and ``hot``, whether BCG's trigger fires, for the statistics only);
     quaternions are re-normalised before stepping so that position noise is admissible.
-    ``env_clip``: None, or c >= 1 to clip each environment's backward cotangent after every
-    step to c times the batch median (:mod:`bcg.estimators.cotangent_clip`).
     ``backward_armature``: None, or a >= 0 added to the joint DOFs' armature in the backward
     pass only (:mod:`bcg.estimators.backward_armature`).
     """
@@ -44,11 +42,9 @@ class PlainStep:
     tau: float | str = "auto"
     stiff_timeconst: float | str | None = "auto"
     trigger: str = "group-mean"
-    env_clip: float | None = None
     backward_armature: float | None = None
 
     def __post_init__(self):
-        cotangent_clip.check_factor("env_clip", self.env_clip)
         backward_armature.check("backward_armature", self.backward_armature)
 
     def init(self, sim: Sim, data):
@@ -88,8 +84,6 @@ class PlainStep:
             return d.replace(time=d.time + sim.control_dt, **y), stiff
 
         new, stiff = jax.vmap(one)(data, ctrl, keys)
-        if self.env_clip is not None:
-            new = cotangent_clip.clip_rows(new, self.env_clip)
         zero = jnp.zeros((), jnp.int32)
         return new, StepStats(jnp.sum(stiff).astype(jnp.int32), zero, zero)
 

@@ -90,6 +90,8 @@ def estimator_settings(name: str, params: dict, est) -> dict:
     for k in sorted(allowed):
         if k in params:
             v = params[k]
+        elif k == "env_clip":  # the wrapper's (bcg.estimators.wrappers), None without one
+            v = getattr(est, "env_clip", None)
         elif hasattr(est, k):
             v = getattr(est, k)
         elif k in sig.parameters and sig.parameters[k].default is not inspect.Parameter.empty:
