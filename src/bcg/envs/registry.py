@@ -21,14 +21,27 @@ from bcg.envs.base import ContactEnv
 from bcg.imports import import_factory, lookup
 
 # name -> factory(stiffness=..., **params) -> ContactEnv; built-ins are added by bcg.envs, the
-# G1 tasks as import paths (imported when one is asked for: bcg.envs loads no G1 code)
-POLICY_ENVS: dict[str, Callable[..., ContactEnv] | str] = {}
+# G1 tasks lazily (imported when one is asked for: importing bcg.envs loads no G1 code)
+POLICY_ENVS: dict[str, Callable[..., ContactEnv]] = {}
+
+
+class _Lazy:
+    """A factory known by import path, imported on first use."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def load(self) -> Callable[..., ContactEnv]:
+        return import_factory(self.path)
+
+    def __call__(self, *args, **kwargs):
+        return self.load()(*args, **kwargs)
 
 
 def register_lazy(name: str, path: str) -> None:
     """A task by import path ``"package.module:factory"``, imported the first time it is asked
-    for (:func:`env_factory`)."""
-    POLICY_ENVS[name] = path
+    for (:func:`env_factory`) or called."""
+    POLICY_ENVS[name] = _Lazy(path)
 
 
 def register_env(name: str, factory: Callable[..., ContactEnv], *, overwrite: bool = False):
@@ -48,8 +61,8 @@ def register_env(name: str, factory: Callable[..., ContactEnv], *, overwrite: bo
 def env_factory(task: str) -> Callable[..., ContactEnv]:
     """The factory of a task name or import path; ValueError naming the choices if unknown."""
     found = lookup(task, POLICY_ENVS, "task", "bcg.envs.register_env")
-    if isinstance(found, str):  # registered lazily: import it now, once
-        found = POLICY_ENVS[task] = import_factory(found)
+    if isinstance(found, _Lazy):  # registered lazily: import it now, once
+        found = POLICY_ENVS[task] = found.load()
     return found
 
 
