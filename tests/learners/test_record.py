@@ -109,7 +109,7 @@ def test_bcg_record_names_every_parameter():
     """A BCG run records all of BCG's parameters (forward mode and offsets included)."""
     run = {"learner": "shac", "num_envs": 2, "estimator": "bcg", "estimator_params": {"tau": 9}}
     rec = record.with_resolved(run, toy_env(), None, est_registry.make("bcg", tau=9))
-    fields = {f.name for f in dataclasses.fields(est_registry.BCG)} - {"name"}
+    fields = {f.name for f in dataclasses.fields(est_registry.BCG)} - {"name"} | {"env_clip"}
     assert set(rec["resolved"]["estimator"]) == fields
     est = rec["resolved"]["estimator"]
     assert est["forward"] == "plain" and est["antithetic"] is True and est["tau"] == 9

@@ -390,6 +390,22 @@ class SHAC(Learner):
 
     # ------------------------------------------------------------------ one iteration
 
+    def critic_step(self, state: State, traj: Trajectory, r, key):
+        """The critic's part of an iteration on a window ``traj`` (scaled rewards ``r``):
+        TD(lambda) targets from the target critic, the minibatch epochs, the target's Polyak
+        update. Returns ``(critic, critic_opt, target, skipped, loss, targets, weights)``."""
+        c = self.cfg
+        keep = window_keep(traj.diverged)  # environments that count in this window
+        w = jnp.broadcast_to(keep[None, :], traj.rewards.shape).astype(jnp.float32)
+        v_next = self._values(state.target, state.obs_rms, traj.next_obs)
+        targets = td_lambda_targets(r, v_next, traj.terminated, traj.truncated, c.gamma, c.lam)
+        lr_c = linear_lr(c.critic_lr, c.lr_end, state.iteration, self.iterations)
+        obs_n = self._norm_obs(state.obs_rms, traj.obs)
+        critic, critic_opt, skipped, loss = self._critic_update(state, obs_n, targets, w, key, lr_c)
+        a = c.target_alpha
+        target = jax.tree_util.tree_map(lambda t, p: a * t + (1 - a) * p, state.target, critic)
+        return critic, critic_opt, target, skipped, loss, targets, w
+
     def iteration(self, state: State):
         c = self.cfg
         key, k_roll, k_critic = jax.random.split(state.key, 3)
@@ -408,17 +424,9 @@ class SHAC(Learner):
 
         # critic: TD(lambda) targets from the target critic on the same window
         traj, r = jax.lax.stop_gradient((traj, r))
-        keep = window_keep(traj.diverged)  # environments that count in this window
-        w = jnp.broadcast_to(keep[None, :], traj.rewards.shape).astype(jnp.float32)
-        v_next = self._values(state.target, state.obs_rms, traj.next_obs)
-        targets = td_lambda_targets(r, v_next, traj.terminated, traj.truncated, c.gamma, c.lam)
-        lr_c = linear_lr(c.critic_lr, c.lr_end, state.iteration, self.iterations)
-        obs_n = self._norm_obs(state.obs_rms, traj.obs)
-        critic, critic_opt, skipped_c, critic_loss = self._critic_update(
-            state, obs_n, targets, w, k_critic, lr_c
+        critic, critic_opt, target, skipped_c, critic_loss, targets, w = self.critic_step(
+            state, traj, r, k_critic
         )
-        a = c.target_alpha
-        target = jax.tree_util.tree_map(lambda t, p: a * t + (1 - a) * p, state.target, critic)
 
         # learned reward (step 7): train it on this window's samples
         reward_state, reward_metrics = state.reward_state, {}
