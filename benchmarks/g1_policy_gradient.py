@@ -8,7 +8,7 @@ run of g1_jump, stiff, 64 x 32; :data:`JUMP_RUN`'s, iteration 20, is the trained
 policy ``results/g1/A_stage29_ff1`` after a 20-iteration critic warm-up with the actor held)
 and each estimator (``analytic`` and ``bcg``, built from the run's settings; bcg by default
 with 12 slots, tau = 3 x the robot's weight and ``env_clip=3``, the G1 setting that
-docs/legged_bcg.md recommends; ``--tau-weights``, ``--bcg-params``):
+docs/reports/legged_bcg.md recommends; ``--tau-weights``, ``--bcg-params``):
 
 * ``summed_variance``: sum over the actor parameters of the variance across the 64 environments
   of the per-environment SHAC actor-loss gradients d L_e / d theta (one window of 32 steps from
@@ -78,7 +78,7 @@ from bcg.learners import harness, registry  # noqa: E402
 # robot's weight (--tau-weights) the G1 jump needs at most 10 bundles per step
 # (results/g1_policy_gradient/trigger_loads.json), so nothing overflows; env_clip = 3 holds
 # each environment's backward cotangent to 3 x the batch median (the bundles alone leave the
-# G1's diverging environments, docs/legged_bcg.md)
+# G1's diverging environments, docs/reports/legged_bcg.md)
 DEFAULT_BCG = {"capacity": 12, "env_clip": 3.0}
 # SHAC checkpoints kept in the repository, so that the metric runs on a fresh clone
 DEFAULT_RUN = "results/g1/shac_checkpoints/analytic_it50"

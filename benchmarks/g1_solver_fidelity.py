@@ -58,7 +58,7 @@ Run time on 2 CPU cores shared with other jobs: 24 min cold, 18 min with the pro
 persistent compilation cache. Most of it is building the three gradient programs (4-5 min
 each) and timing them. ``--no-grad`` takes 1-3 min.
 
-Results: ``docs/solver_fidelity.md``.
+Results: ``docs/reports/solver_fidelity.md``.
 """
 
 from __future__ import annotations

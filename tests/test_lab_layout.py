@@ -7,7 +7,7 @@ imported or run):
   folder's ``common.py``;
 * ``sys.path.insert`` / ``append`` in those scripts only ever adds the script's own folder, and
   only in a script that imports that folder's ``common``;
-* every file in benchmarks/ (``common.py`` aside) is cited by README.md, docs/*.md, tests/,
+* every file in benchmarks/ (``common.py`` aside) is cited by README.md, docs/**/*.md, tests/,
   scripts/ or .ci, so benchmarks/ holds only documented tools;
 * every probe in experiments/<topic>/ is named in that folder's README.md.
 """
@@ -164,7 +164,7 @@ def test_sys_path_only_for_own_common(path):
 
 
 def citing_texts() -> dict[str, str]:
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     for d in ("tests", "scripts", ".ci"):
         files += sorted(p for p in (ROOT / d).rglob("*") if p.is_file())
     out = {}
@@ -194,7 +194,7 @@ def test_every_benchmark_is_cited():
         if not any(pattern.search(t) for t in texts.values()):
             uncited.append(rel(p))
     assert not uncited, (
-        "benchmarks/ files that README.md, docs/*.md, tests/, scripts/ and .ci do not cite "
+        "benchmarks/ files that README.md, docs/**/*.md, tests/, scripts/ and .ci do not cite "
         f"(cite them, or move one-question probes to experiments/<topic>/): {uncited}"
     )
 
@@ -209,3 +209,20 @@ def test_every_probe_is_in_its_readme():
         text = readme.read_text() if readme.is_file() else ""
         missing += [rel(p) for p in probes if not re.search(rf"\b{re.escape(p.name)}\b", text)]
     assert not missing, f"probes their folder's README.md does not name: {missing}"
+
+
+def test_relative_links_in_the_docs_resolve():
+    """Every relative Markdown link of README.md, docs/ and experiments/ names a file or folder
+    that exists (anchors are not checked)."""
+    link = re.compile(r"\]\(([^)\s]+)\)")
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    files += sorted((ROOT / "experiments").rglob("*.md"))
+    broken = []
+    for f in files:
+        for i, line in enumerate(f.read_text().splitlines(), 1):
+            for m in link.finditer(line):
+                target = m.group(1).split("#")[0]
+                if target and not target.startswith(("http:", "https:", "mailto:")):
+                    if not (f.parent / target).exists():
+                        broken.append(f"{f.relative_to(ROOT)}:{i}: {m.group(1)}")
+    assert not broken, "links to nothing:\n" + "\n".join(broken)

@@ -69,7 +69,7 @@ def covers(name: str, path: str) -> bool:
 
 
 def doc_files():
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def cited_paths():

@@ -43,7 +43,7 @@ def main(argv=None):
         "--native-no-actearly",
         action="store_true",
         help="native servos without actearly (MJX ignores it: a new target acts one physics "
-        "step later there, docs/solver_fidelity.md)",
+        "step later there, docs/reports/solver_fidelity.md)",
     )
     p.add_argument(
         "--native-mjx-solver",

@@ -14,7 +14,7 @@ Used per environment after every control step (``env_clip`` of :class:`bcg.estim
 and of the analytic :class:`bcg.estimators.PlainStep`): the backward pass of a rollout then
 carries lambda_t = dL/dx_t of each environment at most c times the batch median at every step,
 which bounds the contribution of an environment whose sensitivity grows over the whole window
-(docs/legged_bcg.md, "Where the G1's outlier gradients come from") without touching the others.
+(docs/reports/legged_bcg.md, "Where the G1's outlier gradients come from") without touching the others.
 Its gradient is no longer the exact gradient of that environment's loss: it is the gradient
 of a surrogate in which the far past of a diverging environment counts less, like a per-sample
 gradient clip (Abadi et al., 2016, "Deep learning with differential privacy", Alg. 1) applied

@@ -10,7 +10,7 @@ clip_rows`, identity on the forward pass):
     g_e <- g_e min(1, c median_e' |g_e'| / |g_e|),
 
 which bounds an environment whose sensitivity grows over the whole window without touching the
-others (biased where it acts; docs/legged_bcg.md, "Clipping diverging environments").
+others (biased where it acts; docs/reports/legged_bcg.md, "Clipping diverging environments").
 Every estimator takes it as the parameter ``env_clip`` (``--param bcg.env_clip=3``, a recipe's
 ``[estimator] env_clip``), so a run record names it with the estimator's other parameters.
 """
