@@ -230,6 +230,12 @@ def main(argv=None) -> int:
         "estimators": {},
     }
     base = None
+
+    def save():  # after every estimator's row and every part: nothing lost if a part fails
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(out, f, indent=2)
+
     for name in names:
         r = runs[name]
         t = sorted(r["times"])[len(r["times"]) // 2]
@@ -246,15 +252,6 @@ def main(argv=None) -> int:
             "actor_skipped": sum(m.get("actor_skipped", 0.0) for m in ms),
             "overflow": sum(m.get("overflow", 0.0) for m in ms),
         }
-        if a.breakdown:
-            parts = iteration_parts(r["learner"], r["state"], max(a.iterations, 1))
-            parts["backward_s"] = parts["actor_forward_backward_s"] - parts["actor_forward_s"]
-            parts["other_s"] = t - parts["actor_forward_backward_s"] - parts["critic_s"]
-            res["breakdown"] = parts
-            print(f"  {name} parts: " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
-        if a.physics:
-            res["physics"] = physics_parts(r["learner"], r["state"], max(a.iterations, 1))
-            print(f"  {name} physics: {res['physics']}")
         out["estimators"][name] = res
         print(
             f"{name:14s} {sps:9.1f} env-steps/s  (median iteration {t:.3f} s, {t / base:.2f}x "
@@ -263,9 +260,22 @@ def main(argv=None) -> int:
             f"skipped {res['actor_skipped']:.0f}/{len(ms)})",
             flush=True,
         )
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=2)
+        save()
+    for name in names:
+        r, res = runs[name], out["estimators"][name]
+        if a.breakdown:
+            parts = iteration_parts(r["learner"], r["state"], max(a.iterations, 1))
+            parts["backward_s"] = parts["actor_forward_backward_s"] - parts["actor_forward_s"]
+            parts["other_s"] = (
+                res["median_iteration_s"] - parts["actor_forward_backward_s"] - parts["critic_s"]
+            )
+            res["breakdown"] = parts
+            print(f"  {name} parts: " + ", ".join(f"{k} {v:.3f}" for k, v in parts.items()))
+            save()
+        if a.physics:
+            res["physics"] = physics_parts(r["learner"], r["state"], max(a.iterations, 1))
+            print(f"  {name} physics: {res['physics']}", flush=True)
+            save()
     return 0
 
 
