@@ -10,11 +10,12 @@ so that no row's cotangent exceeds c times the median row's. Rows are left as th
 m = 0 (most rows receive no gradient, e.g. a reverse pass seeded with one row only). Integer and
 boolean leaves pass through untouched.
 
-Used per environment after every control step (``env_clip`` of :class:`bcg.estimators.BCG`
-and of the analytic :class:`bcg.estimators.PlainStep`): the backward pass of a rollout then
+Used per environment after every control step by :func:`bcg.estimators.wrappers.env_clip`
+(every step estimator's ``env_clip``): the backward pass of a rollout then
 carries lambda_t = dL/dx_t of each environment at most c times the batch median at every step,
 which bounds the contribution of an environment whose sensitivity grows over the whole window
-(docs/reports/legged_bcg.md, "Where the G1's outlier gradients come from") without touching the others.
+(docs/reports/legged_bcg.md, "Where the G1's outlier gradients come from") without touching
+the others.
 Its gradient is no longer the exact gradient of that environment's loss: it is the gradient
 of a surrogate in which the far past of a diverging environment counts less, like a per-sample
 gradient clip (Abadi et al., 2016, "Deep learning with differential privacy", Alg. 1) applied
