@@ -27,9 +27,10 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from mujoco.mjx._src import forward as _forward
     from mujoco.mjx._src import scan as _scan
+    from mujoco.mjx._src import smooth as _smooth
     from mujoco.mjx._src import solver as _solver
     from mujoco.mjx._src import support as _support
-    from mujoco.mjx._src.types import DisableBit, SolverType  # noqa: F401 (re-exported)
+    from mujoco.mjx._src.types import ConeType, DisableBit, SolverType  # noqa: F401 (re-exported)
 
 SUPPORTED = ((3, 17), (3, 17))  # [lowest, highest] mujoco-mjx (major, minor) tested
 
@@ -96,30 +97,76 @@ def integrate_qpos(m, qpos, dq) -> jax.Array:
     return _scan.flat(m, fn, "jqv", "q", m.jnt_type, qpos, dq)
 
 
+# ----------------------------------------------------------------------------- dynamics
+
+
+def is_sparse(m) -> bool:
+    """Whether MJX stores this model's mass matrix sparse (large models) or dense."""
+    return bool(_support.is_sparse(m))
+
+
+def mass_matrix(d) -> jax.Array:
+    """The joint-space inertia as MJX stores it in ``d`` (dense (nv, nv) unless sparse)."""
+    return d._impl.M
+
+
+def full_mass_matrix(m, d) -> jax.Array:
+    """The dense (nv, nv) joint-space inertia of ``d``."""
+    return _support.full_m(m, d)
+
+
+def constraint_rows(d) -> tuple[jax.Array, jax.Array]:
+    """The constraint Jacobian ``efc_J`` (nefc, nv) and the regularised inverse constraint
+    mass diagonal ``efc_D`` (nefc,) of ``d``."""
+    return d._impl.efc_J, d._impl.efc_D
+
+
 # ----------------------------------------------------------------------------- the solver
 
 solver_internals = _solver  # Context, _linesearch, _update_constraint, ... (bcg.sim.solver)
 _ORIGINAL_SOLVE = _solver.solve
+# the MJX functions a swap may replace, by keyword: (module, attribute)
+_SWAPPABLE = {
+    "solve_m": (_smooth, "solve_m"),  # dense / sparse M^{-1} x with the stored factor
+    "update_gradient": (_solver, "_update_gradient"),  # the solver's gradient and M^{-1} grad
+}
+_ORIGINALS = {k: getattr(mod, attr) for k, (mod, attr) in _SWAPPABLE.items()}
 _swap_lock = threading.RLock()
 _swap_depth = 0
+_swap_active: dict = {}
 
 
 @contextlib.contextmanager
-def solver_replaced(solve):
+def solver_replaced(solve, **internals):
     """Within the block, MJX's ``step`` (traced in this thread) calls ``solve(m, d)`` instead of
-    its own constraint solver. MJX has no solver argument, so this swaps the module attribute;
-    it is guarded: one thread at a time (a re-entrant lock), nested blocks must use the same
-    ``solve``, a swap by someone else is an error, and MJX's solver is restored on exit."""
-    global _swap_depth
+    its own constraint solver, and each of ``internals`` (``solve_m``: MJX's
+    ``smooth.solve_m(m, d, x)``; ``update_gradient``: the solver's ``_update_gradient(m, d,
+    ctx)``) instead of MJX's. MJX has no argument for these, so this swaps module attributes;
+    it is guarded: one thread at a time (a re-entrant lock), nested blocks must swap in the same
+    functions, a swap by someone else is an error, and MJX's functions are restored on exit."""
+    global _swap_depth, _swap_active
+    unknown = set(internals) - set(_SWAPPABLE)
+    if unknown:
+        raise ValueError(f"cannot swap MJX internals {sorted(unknown)}: known {sorted(_SWAPPABLE)}")
+    wanted = {"solve": solve, **internals}
     with _swap_lock:
-        current = _solver.solve
-        if _swap_depth == 0 and current is not _ORIGINAL_SOLVE:
-            raise RuntimeError(
-                f"mjx's solver.solve was replaced outside bcg ({current!r}); refusing to swap"
-            )
-        if _swap_depth > 0 and current is not solve:
+        if _swap_depth == 0:
+            current = {"solve": _solver.solve}
+            current.update({k: getattr(mod, a) for k, (mod, a) in _SWAPPABLE.items()})
+            originals = {"solve": _ORIGINAL_SOLVE, **_ORIGINALS}
+            moved = [k for k in current if current[k] is not originals[k]]
+            if moved:
+                raise RuntimeError(
+                    f"mjx's {', '.join(moved)} was replaced outside bcg "
+                    f"({current[moved[0]]!r}); refusing to swap"
+                )
+        elif wanted != _swap_active:
             raise RuntimeError("nested solver_replaced blocks with different solvers")
         _solver.solve = solve
+        for k, f in internals.items():
+            mod, attr = _SWAPPABLE[k]
+            setattr(mod, attr, f)
+        _swap_active = wanted
         _swap_depth += 1
         try:
             yield
@@ -127,11 +174,25 @@ def solver_replaced(solve):
             _swap_depth -= 1
             if _swap_depth == 0:
                 _solver.solve = _ORIGINAL_SOLVE
+                for k, (mod, attr) in _SWAPPABLE.items():
+                    setattr(mod, attr, _ORIGINALS[k])
+                _swap_active = {}
 
 
 def active_solve():
     """The solver function MJX's step calls right now (tests)."""
     return _solver.solve
+
+
+def active_internal(name: str):
+    """The function MJX calls right now for one of the swappable internals (tests)."""
+    mod, attr = _SWAPPABLE[name]
+    return getattr(mod, attr)
+
+
+def original_internal(name: str):
+    """MJX's own function for one of the swappable internals."""
+    return _ORIGINALS[name]
 
 
 def public_fields(d) -> list[str]:

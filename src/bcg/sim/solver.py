@@ -16,8 +16,16 @@ from __future__ import annotations
 import jax.numpy as jnp
 import mujoco
 
-from bcg.sim.mjx_compat import EFC_FORCE_PATH, DisableBit, SolverType, solver_replaced
+from bcg.sim import mjx_compat as C
+from bcg.sim.mjx_compat import (
+    EFC_FORCE_PATH,
+    ConeType,
+    DisableBit,
+    SolverType,
+    solver_replaced,
+)
 from bcg.sim.mjx_compat import solver_internals as _mjx_solver
+from bcg.sim.spd_solve import spd_solve
 
 MAX_SCAN_ITERATIONS = 8
 
@@ -68,7 +76,34 @@ def scan_solve(m, d):
     )
 
 
+def solve_m(m, d, x):
+    """MJX's ``smooth.solve_m`` (``M^{-1} x``): for a dense mass matrix through
+    :func:`bcg.sim.spd_solve.spd_solve` (same values, a backward pass without the Cholesky
+    factorisation's); a sparse one is left to MJX."""
+    if C.is_sparse(m):
+        return C.original_internal("solve_m")(m, d, x)
+    return spd_solve(C.mass_matrix(d), x)
+
+
+def update_gradient(m, d, ctx):
+    """MJX's ``solver._update_gradient`` for the Newton solver with pyramidal cones:
+
+        grad = M qacc - qfrc_smooth - qfrc_constraint,
+        H = M + J^T diag(D * active) J,   Mgrad = H^{-1} grad
+
+    with ``H`` symmetrised and solved by :func:`bcg.sim.spd_solve.spd_solve` (MJX factors and
+    solves with the same operations; only the backward pass differs). Other solvers and cones:
+    MJX's own."""
+    if m.opt.solver != SolverType.NEWTON or m.opt.cone == ConeType.ELLIPTIC:
+        return C.original_internal("update_gradient")(m, d, ctx)
+    grad = ctx.Ma - d.qfrc_smooth - ctx.qfrc_constraint
+    efc_j, efc_d = C.constraint_rows(d)
+    h = C.full_mass_matrix(m, d) + (efc_j.T * efc_d * ctx.active) @ efc_j
+    return ctx.replace(grad=grad, Mgrad=spd_solve((h + h.T) * 0.5, grad))
+
+
 def differentiable_solver():
-    """Context: within it, MJX steps traced in this thread use :func:`scan_solve` (a guarded
-    swap, :func:`bcg.sim.mjx_compat.solver_replaced`)."""
-    return solver_replaced(scan_solve)
+    """Context: within it, MJX steps traced in this thread use :func:`scan_solve`, and their
+    linear solves with the mass matrix and the Newton Hessian use :func:`solve_m` and
+    :func:`update_gradient` (a guarded swap, :func:`bcg.sim.mjx_compat.solver_replaced`)."""
+    return solver_replaced(scan_solve, solve_m=solve_m, update_gradient=update_gradient)
