@@ -1,4 +1,4 @@
-"""The SPD solve's backward pass (no Cholesky derivative) against JAX's own rule, finite
+"""The SPD solve's derivative (no Cholesky derivative) against JAX's own rule, finite
 differences, and a whole MJX control step differentiated through MJX's own linear solves."""
 
 import jax
@@ -38,9 +38,12 @@ def test_spd_solve_gradient_matches_jax_cholesky_rule_and_finite_differences(rhs
     ra, rb = jax.grad(theirs, (0, 1))(a, b)
     np.testing.assert_allclose(ga, ra, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(gb, rb, rtol=1e-10, atol=1e-12)
-    # central differences along a random symmetric direction of A and a direction of b
+    # forward mode, and central differences, along a direction of A and one of b
     da = jax.random.normal(jax.random.PRNGKey(1), a.shape)
     db = jax.random.normal(jax.random.PRNGKey(2), b.shape)
+    jvp = jax.jvp(ours, (a, b), (da, db))[1]
+    np.testing.assert_allclose(jvp, jax.jvp(theirs, (a, b), (da, db))[1], rtol=1e-10)
+    np.testing.assert_allclose(jvp, jnp.sum(ga * da) + jnp.sum(gb * db), rtol=1e-10)
     eps = 1e-6
     fd = (ours(a + eps * da, b + eps * db) - ours(a - eps * da, b - eps * db)) / (2 * eps)
     np.testing.assert_allclose(jnp.sum(ga * da) + jnp.sum(gb * db), fd, rtol=1e-7)
