@@ -142,6 +142,7 @@ def test_report_gradients_do_not_depend_on_chunking(resting_mass):
     _assert_sensitive(Gc, np.concatenate(naive))
 
 
+@pytest.mark.slow  # the same chunking code as the step-level test above, another compile
 def test_report_objective_level_gradients_do_not_depend_on_chunking(resting_mass):
     p, est = resting_mass, E.make("zeroth-order", num_samples=2)
     args = (p.sim.mjx_model, p.qpos0, p.qvel0, jnp.asarray(p.ctrl), jax.random.PRNGKey(1))
@@ -153,6 +154,7 @@ def test_report_objective_level_gradients_do_not_depend_on_chunking(resting_mass
     assert np.all(np.isfinite(G1))
 
 
+@pytest.mark.slow  # a pogo policy-gradient compile (~160 s cold)
 def test_policy_gradients_do_not_depend_on_chunking():
     task = tasks.get("pogo")
     sim = task.load("gated")

@@ -132,6 +132,7 @@ def test_forward_is_the_true_model_and_gradient_the_heavier_chain(sims):
     np.testing.assert_allclose(g, np.asarray(ct.qvel), rtol=2e-4, atol=1e-6 * np.abs(g).max())
 
 
+@pytest.mark.slow  # a BCG rollout compile (~200 s cold); the analytic surrogate is tested fast
 def test_bcg_backward_armature_equals_the_analytic_one_where_nothing_triggers(sims):
     """BCG's plain step and branches take the same surrogate VJP: with a trigger no contact
     reaches it equals the analytic step with the same ``backward_armature``."""

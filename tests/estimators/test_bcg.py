@@ -50,24 +50,31 @@ def _grad_fn(sim, est):
     return jax.jit(jax.value_and_grad(loss, has_aux=True))
 
 
+CONFIGS = {
+    "analytic": E.make("analytic"),
+    "naive": BCG(**PAPER),
+    "compact": BCG(capacity=3, remat=True, **PAPER),  # bundle recomputed backward
+    "four-slots": BCG(capacity=4, **PAPER),  # 40 branch states: up to 8 phases of 5
+    "tight-stein": BCG(capacity=2, gradient="stein", antithetic=True, forward="mean"),
+    "plain-forward": BCG(),  # the defaults: forward="plain", antithetic offsets
+}
+
+
 @pytest.fixture(scope="module")
 def results(sim):
-    """One compile per configuration, shared by the tests below."""
+    """{label: rollout value, states, stats and gradient of ``CONFIGS[label]``}, each compiled
+    once, when a test first asks for it (tests run with --full only compile theirs)."""
     d0 = _batch(sim, Z, VZ)
     dv = jnp.zeros_like(d0.qvel)
     key = jax.random.PRNGKey(3)
-    out = {}
-    for label, est in {
-        "analytic": E.make("analytic"),
-        "naive": BCG(**PAPER),
-        "compact": BCG(capacity=3, remat=True, **PAPER),  # bundle recomputed backward
-        "four-slots": BCG(capacity=4, **PAPER),  # 40 branch states: up to 8 phases of 5
-        "tight-stein": BCG(capacity=2, gradient="stein", antithetic=True, forward="mean"),
-        "plain-forward": BCG(),  # the defaults: forward="plain", antithetic offsets
-    }.items():
-        (v, (qpos, st)), g = _grad_fn(sim, est)(dv, d0, key)
-        out[label] = dict(value=float(v), qpos=np.asarray(qpos), stats=st, grad=np.asarray(g))
-    return out
+
+    class Lazy(dict):
+        def __missing__(self, label):
+            (v, (qpos, st)), g = _grad_fn(sim, CONFIGS[label])(dv, d0, key)
+            self[label] = dict(value=float(v), qpos=np.asarray(qpos), stats=st, grad=np.asarray(g))
+            return self[label]
+
+    return Lazy()
 
 
 def test_free_flight_envs_are_untouched(results):
@@ -96,6 +103,7 @@ def test_compaction_equals_naive_when_capacity_suffices(results):
     np.testing.assert_allclose(c["grad"], n["grad"], rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.slow  # one more BCG rollout compile; compaction is tested fast just above
 def test_slot_layouts_equal_naive(results):
     """4 slots of 10 branches in 8 phases of 5 states equal the naive bundle (5 slots)."""
     n, b = results["naive"], results["four-slots"]
@@ -209,12 +217,12 @@ def _branches(sim, est, x):
     k = jax.random.split(jax.random.split(_KEY0, 1)[0])[0]  # the env's key, then its start key
     dq, dqd, dp, dv, _ = est.offsets(sim, plain, est.trigger_rule(sim, plain, forces), k)
 
-    def branch(i):
-        db = d.replace(qpos=bs.integrate_qpos(sim, d.qpos, dq[i]), qvel=d.qvel + dqd[i])
+    def branch(dq_i, dqd_i):
+        db = d.replace(qpos=bs.integrate_qpos(sim, d.qpos, dq_i), qvel=d.qvel + dqd_i)
         out = bs.control_step(sim, db, u)[0]
         return jnp.concatenate([out.qpos, out.qvel])
 
-    return jnp.stack([branch(i) for i in range(est.num_branches)]), dp, dv
+    return jax.vmap(branch)(dq[: est.num_branches], dqd[: est.num_branches]), dp, dv
 
 
 def test_bundle_step_is_the_mean_of_branches(sim):

@@ -159,6 +159,7 @@ def test_env_clip_after_each_step_matches_the_clip_by_hand(sim):
     )
 
 
+@pytest.mark.slow  # two rollout compiles (~100 s cold); the analytic clip is tested fast
 def test_bcg_env_clip_equals_the_analytic_one_where_nothing_triggers(sim):
     """BCG clips its whole carry per environment: with a trigger no contact reaches it equals
     the analytic step with the same ``env_clip``."""

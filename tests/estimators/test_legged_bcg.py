@@ -337,6 +337,7 @@ def _grad_fn(sim, est, T=4):
     return jax.jit(jax.value_and_grad(loss, has_aux=True))
 
 
+@pytest.mark.slow  # three biped rollout compiles: ~400 s cold on the 2-core machine
 def test_one_branch_at_zero_sigma_is_the_analytic_step(biped):
     """With B = 1 and sigma = 0 every bundle is the plain step: values and gradients of the limb
     (with new groups) and chain variants equal the analytic rollout's, while bundles run."""
