@@ -70,7 +70,7 @@ from bcg.transfer.measures import (
 )
 from bcg.transfer.model import free_root as _free_root
 from bcg.transfer.model import native_model
-from bcg.transfer.randomizer import PUSH_ANG, PUSH_INTERVAL, PUSH_LIN, Randomizer
+from bcg.transfer.randomizer import Randomizer
 from bcg.transfer.render import make_renderer as _make_renderer
 from bcg.transfer.render import render_frame as _render
 from bcg.transfer.render import save_video
@@ -83,9 +83,6 @@ from bcg.transfer.runs import run_native, run_training_sim
 __all__ = [
     "MUJOCO_DEFAULT_ITERATIONS",
     "MUJOCO_DEFAULT_LS_ITERATIONS",
-    "PUSH_ANG",
-    "PUSH_INTERVAL",
-    "PUSH_LIN",
     "NativeBridge",
     "Randomizer",
     "TransferConfig",

@@ -2,9 +2,10 @@
 
 The G1 env randomises with its own table (docs/method.md, :mod:`bcg.envs.g1.randomization`);
 any other env with ``env.randomize(mj_model, rng)`` (default: the model unchanged), plus the
-runtime part of the table that does not change the model: action latency of 0 or 1 control
-steps (per run) and pushes every U(1, 3) s (root velocity += U(+-0.5, +-0.5, +-0.2) m/s,
-U(+-0.52, +-0.52, +-0.78) rad/s) on models whose root is a free joint.
+runtime part of the table that does not change the model, drawn by the shared sampler
+(:func:`bcg.envs.episode_randomization.sample_episode`, its default ranges): action latency of
+0 or 1 control steps (per run) and pushes every U(1, 3) s (root velocity += U(+-0.5, +-0.5,
++-0.2) m/s, U(+-0.52, +-0.52, +-0.78) rad/s) on models whose root is a free joint.
 """
 
 from __future__ import annotations
@@ -12,16 +13,16 @@ from __future__ import annotations
 import copy
 
 import mujoco
-import numpy as np
 
 from bcg.envs.base import ContactEnv
+from bcg.envs.episode_randomization import (
+    LATENCY,
+    PUSH_INTERVAL,
+    sample_episode,
+)
 from bcg.transfer.bridge import warm_cached_properties
 from bcg.transfer.config import TransferConfig
 from bcg.transfer.model import free_root
-
-PUSH_LIN = (0.5, 0.5, 0.2)  # m/s, docs/method.md
-PUSH_ANG = (0.52, 0.52, 0.78)  # rad/s
-PUSH_INTERVAL = (1.0, 3.0)  # s
 
 
 class Randomizer:
@@ -82,13 +83,11 @@ class Randomizer:
             return 0, {}
         if self.own is not None:
             return self.own.episode(rng, steps, control_dt)
-        latency = int(rng.integers(0, 2)) if self.cfg.latency else 0
-        pushes = {}
-        if self.cfg.pushes and self.root is not None:
-            t = rng.uniform(*PUSH_INTERVAL)
-            while t < steps * control_dt:
-                lin = rng.uniform(-1, 1, 3) * np.asarray(PUSH_LIN)
-                ang = rng.uniform(-1, 1, 3) * np.asarray(PUSH_ANG)
-                pushes[int(round(t / control_dt))] = (lin, ang)
-                t += rng.uniform(*PUSH_INTERVAL)
-        return latency, pushes
+        ep = sample_episode(
+            rng,
+            control_dt,
+            steps,
+            latency=LATENCY if self.cfg.latency else None,
+            push_interval=PUSH_INTERVAL if self.cfg.pushes and self.root is not None else None,
+        )
+        return ep.latency, {p.step: (p.linear, p.angular) for p in ep.pushes}

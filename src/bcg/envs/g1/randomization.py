@@ -20,11 +20,13 @@ item               docs/method.md                                  applied to
                                                                    (``biasprm[0] = kp offset``)
 =================  ==============================================  ===============================
 
-Episode-level items (:func:`sample_episode`) are applied by whoever runs the episode: action
-latency {0, 1} control steps, pushes every U(1, 3) s (root velocity kicks of +-0.5 m/s in x, y,
-+-0.2 m/s in z, +-0.52 rad/s roll and pitch, +-0.78 rad/s yaw; :func:`apply_push`) and reset
-noise (root position +-2 cm in x, y and 0-1 cm up, root rotation +-0.05 rad per axis, joints
-+-0.1 rad; used by :class:`bcg.envs.g1.tracking.G1Tracking` when ``reset_noise`` is on).
+Episode-level items (:func:`sample_episode`: the shared sampler of
+:mod:`bcg.envs.episode_randomization` with this table's ranges) are applied by whoever runs
+the episode: action latency {0, 1} control steps, pushes every U(1, 3) s (root velocity kicks
+of +-0.5 m/s in x, y, +-0.2 m/s in z, +-0.52 rad/s roll and pitch, +-0.78 rad/s yaw;
+:func:`apply_push`) and reset noise (root position +-2 cm in x, y and 0-1 cm up, root rotation
++-0.05 rad per axis, joints +-0.1 rad; used by :class:`bcg.envs.g1.tracking.G1Tracking` when
+``reset_noise`` is on).
 
 :func:`randomize` works on a native ``MjModel`` (numpy, for native-MuJoCo evaluation),
 :func:`randomize_mjx_draws` on an ``mjx.Model`` from a vector of uniform draws (JAX, vmappable).
@@ -50,6 +52,15 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from bcg.envs import episode_randomization
+from bcg.envs.episode_randomization import (
+    PUSH_ANGULAR,
+    PUSH_INTERVAL,
+    PUSH_LINEAR,
+    Episode,
+    Push,  # noqa: F401  (re-exported: bcg.envs.g1.randomization.Push)
+    apply_push,  # noqa: F401  (re-exported)
+)
 from bcg.envs.g1 import model as g1m
 
 MODEL_ITEMS = (
@@ -82,9 +93,9 @@ class Randomization:
     joint_friction: tuple[float, float] | None = (0.5, 1.5)
     joint_offset: float | None = 0.01
     latency: tuple[int, int] | None = (0, 1)
-    push: tuple[float, float] | None = (1.0, 3.0)
-    push_linear: tuple[float, float, float] = (0.5, 0.5, 0.2)
-    push_angular: tuple[float, float, float] = (0.52, 0.52, 0.78)
+    push: tuple[float, float] | None = PUSH_INTERVAL
+    push_linear: tuple[float, float, float] = PUSH_LINEAR
+    push_angular: tuple[float, float, float] = PUSH_ANGULAR
     # MJX training: latency as a one-step "hold" of the previous control (exact, at most 1
     # step) or as a servo-filter "lag" of the same mean delay (native runs always hold)
     latency_mode: str = "hold"
@@ -372,41 +383,18 @@ def userdata_model(cfg: Randomization, mj_model: mujoco.MjModel):
     return model_at
 
 
-@dataclasses.dataclass(frozen=True)
-class Push:
-    step: int  # control step at which the kick is applied
-    linear: np.ndarray  # (3,) world-frame root velocity change, m/s
-    angular: np.ndarray  # (3,) root angular velocity change (roll, pitch, yaw rates), rad/s
-
-
-@dataclasses.dataclass(frozen=True)
-class Episode:
-    latency: int
-    pushes: tuple[Push, ...]
-
-
 def sample_episode(rng, cfg: Randomization, control_dt: float, num_steps: int) -> Episode:
-    """Action latency and the push schedule of one episode."""
-    rng = np.random.default_rng(rng)
-    latency = 0 if cfg.latency is None else int(rng.integers(cfg.latency[0], cfg.latency[1] + 1))
-    pushes = []
-    if cfg.push is not None:
-        t = rng.uniform(*cfg.push)
-        while t < num_steps * control_dt:
-            lin = rng.uniform(-1, 1, 3) * np.asarray(cfg.push_linear)
-            ang = rng.uniform(-1, 1, 3) * np.asarray(cfg.push_angular)
-            pushes.append(Push(int(round(t / control_dt)), lin, ang))
-            t += rng.uniform(*cfg.push)
-    return Episode(latency, tuple(pushes))
-
-
-def apply_push(qvel: np.ndarray, push: Push) -> np.ndarray:
-    """``qvel`` of a free-floating G1 after the kick: world linear velocity += push.linear; the
-    body-frame angular velocity += push.angular (roll / pitch / yaw rates about the root axes)."""
-    v = np.array(qvel, float).copy()
-    v[0:3] += push.linear
-    v[3:6] += push.angular
-    return v
+    """Action latency and the push schedule of one episode: the shared sampler
+    (:func:`bcg.envs.episode_randomization.sample_episode`) with ``cfg``'s ranges."""
+    return episode_randomization.sample_episode(
+        rng,
+        control_dt,
+        num_steps,
+        latency=cfg.latency,
+        push_interval=cfg.push,
+        push_linear=cfg.push_linear,
+        push_angular=cfg.push_angular,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
