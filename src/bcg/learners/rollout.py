@@ -154,7 +154,7 @@ def rollout(
     key,
     horizon: int,
     *,
-    checkpoint: bool = True,
+    checkpoint=True,
     mesh=None,
     reward_params=None,
     probe=None,
@@ -162,6 +162,8 @@ def rollout(
     """Roll the batch ``horizon`` steps under ``policy(params, obs (E, n), t, key) -> (E, A)``.
 
     Differentiable in ``params`` (and in the initial carry) through the estimator's steps.
+    ``checkpoint``: True recomputes each step in the backward pass (module docstring); False
+    stores every step's residuals; a ``jax.checkpoint_policies`` policy stores what it saves.
     ``mesh``: shard the environment axis over its ``"envs"`` axis (None: no constraint).
     ``reward_params``: parameters of a learned reward (module docstring), shared by all
     environments; None for a fixed reward.
@@ -209,7 +211,9 @@ def rollout(
         out = Trajectory(obs, a, r, next_obs, term, trunc, ~finite, stats, r_in)
         return constrain_envs(new, mesh), constrain_envs(out, mesh)
 
-    if checkpoint:
+    if callable(checkpoint):  # a jax.checkpoint_policies policy: what the backward pass keeps
+        body = jax.checkpoint(body, policy=checkpoint)
+    elif checkpoint:
         body = jax.checkpoint(body)
     xs = (jnp.arange(horizon), jax.random.split(key, horizon))
     return jax.lax.scan(body, constrain_envs(state, mesh), xs)
