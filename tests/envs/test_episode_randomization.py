@@ -83,3 +83,41 @@ def test_g1_table_and_generic_transfer_runs_draw_alike():
             np.testing.assert_array_equal(pushes[p.step][1], p.angular)
     quiet = Randomizer(env, TransferConfig(latency=False, pushes=False), env.sim.mj_model)
     assert quiet.episode(np.random.default_rng(0), STEPS, DT) == (0, {})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    """An env's own transfer table (as the G1's): latency 1 and two pushes, drawn from rng."""
+
+    init_env: object
+    notes: tuple = ("own table",)
+
+    def model(self, m, rng):
+        return m
+
+    def episode(self, rng, steps, control_dt):
+        ep = sample_episode(rng, control_dt, steps, latency=(1, 1), push_interval=(1.0, 3.0))
+        return ep.latency, {p.step: (p.linear, p.angular) for p in ep.pushes}
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class _OwnTable(_Box):
+    def native_randomization(self, spec):
+        return _Table(self)
+
+
+def test_an_env_s_own_table_honours_latency_and_pushes_off():
+    """The held-out G1 protocol's "model" condition (no pushes) on an env with its own table:
+    the pushes are drawn and dropped, the latency kept; and the other way round."""
+    env = _OwnTable(sim=load(BOX, stiffness="soft", name="box"))
+    m = env.sim.mj_model
+
+    def episode(**kw):
+        return Randomizer(env, TransferConfig(**kw), m).episode(np.random.default_rng(3), STEPS, DT)
+
+    lat, pushes = episode()
+    assert lat == 1 and len(pushes) >= 3
+    assert episode(pushes=False) == (1, {})
+    lat0, pushes0 = episode(latency=False)
+    assert lat0 == 0 and sorted(pushes0) == sorted(pushes)
+    assert "pushes off" in Randomizer(env, TransferConfig(pushes=False), m).notes

@@ -31,7 +31,9 @@ class Randomizer:
     * an env with its own table (:meth:`ContactEnv.native_randomization` not None, e.g. the G1
       tracking env: :class:`bcg.envs.g1.randomization.NativeRandomization`, items from
       ``cfg.randomization``) randomises the model, the episode (latency, pushes) and the
-      initial states itself;
+      initial states itself; ``cfg.latency`` / ``cfg.pushes`` False switch its latency /
+      pushes off after they are drawn, so a run meets the same model and initial state with
+      and without them;
     * any other env: ``env.randomize(mj_model, rng)`` (default: the model unchanged), action
       latency 0 or 1 control steps and pushes every U(1, 3) s on free-joint roots (the paper's
       ranges).
@@ -53,6 +55,9 @@ class Randomizer:
             self.init_env = self.own.init_env
             warm_cached_properties(self.init_env)
             self.notes = list(self.own.notes)
+            self.notes += [
+                f"{k} off" for k, on in (("latency", cfg.latency), ("pushes", cfg.pushes)) if not on
+            ]
             return
         has_model = type(env).randomize is not ContactEnv.randomize
         pushes = cfg.pushes and self.root is not None
@@ -81,8 +86,9 @@ class Randomizer:
         """(latency in control steps, {control step: (linear, angular) root kick})."""
         if not self.cfg.randomize:
             return 0, {}
-        if self.own is not None:
-            return self.own.episode(rng, steps, control_dt)
+        if self.own is not None:  # drawn in full, then switched off: the same draws either way
+            latency, pushes = self.own.episode(rng, steps, control_dt)
+            return (latency if self.cfg.latency else 0), (pushes if self.cfg.pushes else {})
         ep = sample_episode(
             rng,
             control_dt,
