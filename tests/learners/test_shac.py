@@ -38,8 +38,10 @@ def test_gradient_is_cut_at_reset():
     def policy(table, obs, t, k):
         return table[t] + 0.1 * obs[:, :1]  # closed loop: the state feeds back too
 
-    def r4(table):
-        _, traj = rollout(env, est, policy, table, s0, jax.random.PRNGKey(1), 6)
+    def r4(table, checkpoint=True):
+        _, traj = rollout(
+            env, est, policy, table, s0, jax.random.PRNGKey(1), 6, checkpoint=checkpoint
+        )
         assert traj.truncated.shape == (6, 2)
         return jnp.sum(traj.rewards[4]), traj
 
@@ -48,6 +50,10 @@ def test_gradient_is_cut_at_reset():
     assert bool(traj.truncated[2].all()) and not bool(traj.truncated[3].any())
     np.testing.assert_array_equal(g[:3], 0.0)
     assert np.all(np.abs(g[3:5]) > 1e-8)
+    # what the backward pass stores (here: a checkpoint policy) changes the program only
+    save_dots = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+    g_dots, _ = jax.grad(lambda t: r4(t, save_dots), has_aux=True)(table)
+    np.testing.assert_allclose(g_dots, g, rtol=1e-12, atol=1e-15)
 
 
 def test_shac_actor_gradient_matches_finite_differences():
