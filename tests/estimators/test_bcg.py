@@ -225,28 +225,57 @@ def _branches(sim, est, x):
     return jax.vmap(branch)(dq[: est.num_branches], dqd[: est.num_branches]), dp, dv
 
 
-def test_bundle_step_is_the_mean_of_branches(sim):
+@pytest.fixture(scope="module")
+def step(sim):
+    """``step(est, x) -> ((z', vz'), triggered, d(z', vz')/dx)`` of :func:`_one_step`, compiled
+    once per estimator configuration and shared by the single-step tests below."""
+    compiled = {}
+
+    def run(est, x):
+        if est not in compiled:
+            f = functools.partial(_one_step, sim, est)
+            compiled[est] = jax.jit(lambda x: (*f(x), jax.jacrev(lambda x: f(x)[0])(x)))
+        return compiled[est](x)
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def plain(sim):
+    """``plain(x) -> ((z', vz'), d(z', vz')/dx)`` of the ball's plain control step."""
+    f = functools.partial(_plain_step, sim)
+    return jax.jit(lambda x: (f(x), jax.jacrev(f)(x)))
+
+
+# one triggered bundle step of 4 branches from a state just above the floor
+X0 = jnp.array([0.102, -1.0])
+BUNDLE = BCG(num_branches=4, horizon=1, tau=0.0, **PAPER)
+
+
+@pytest.fixture(scope="module")
+def branches(sim):
+    """The branches of ``BUNDLE``'s step from ``X0`` by hand: (B, 2) outputs, the offsets
+    dp, dv and each branch's Jacobian (B, 2, 2)."""
+    f = functools.partial(_branches, sim, BUNDLE)
+    Y, dp, dv = jax.jit(f)(X0)
+    J_i = jax.jit(jax.jacrev(lambda x: f(x)[0]))(X0)
+    return tuple(np.asarray(a) for a in (Y, dp, dv, J_i))
+
+
+def test_bundle_step_is_the_mean_of_branches(step, branches):
     """One triggered step equals the hand-computed mean of B perturbed branch steps; its
     first-order Jacobian is the mean of branch Jacobians (Z_bar = (1/B) sum_i F_x Z^(i)) and its
     Stein Jacobian is (1/B) sum_i (y_i - y_bar) [dp_i / sigma_p^2, dv_i / sigma_v^2] (here the
     slide is the whole chain: M M^+ = I, so the Stein term is the entire state sensitivity)."""
-    fo = BCG(num_branches=4, horizon=1, tau=0.0, **PAPER)
-    st = dataclasses.replace(fo, gradient="stein", stein_velocity=True)
-    bcg_step = functools.partial(_one_step, sim)
-    branches = functools.partial(_branches, sim, fo)
-    x0 = jnp.array([0.102, -1.0])
-    out, trig = jax.jit(lambda x: bcg_step(fo, x))(x0)
+    Y, dp, dv, J_i = branches
+    out, trig, J_fo = step(BUNDLE, X0)
     assert int(trig) == 1
-    Y, dp, dv = jax.jit(branches)(x0)
     np.testing.assert_allclose(out, Y.mean(0), rtol=1e-10, atol=1e-12)
-    J_fo = jax.jit(jax.jacrev(lambda x: bcg_step(fo, x)[0]))(x0)
-    J_manual = jax.jit(jax.jacrev(lambda x: branches(x)[0].mean(0)))(x0)
-    np.testing.assert_allclose(J_fo, J_manual, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(J_fo, J_i.mean(0), rtol=1e-8, atol=1e-10)
 
-    out_st, _ = jax.jit(lambda x: bcg_step(st, x))(x0)
+    st = dataclasses.replace(BUNDLE, gradient="stein", stein_velocity=True)
+    out_st, _, J_st = step(st, X0)
     np.testing.assert_allclose(out_st, out, rtol=1e-12, atol=1e-12)  # same forward value
-    J_st = np.asarray(jax.jit(jax.jacrev(lambda x: bcg_step(st, x)[0]))(x0))
-    Y, dp, dv = np.asarray(Y), np.asarray(dp), np.asarray(dv)
     dY = Y - Y.mean(0)
     # the ball's group Jacobian is the z row of a (3, 1) Jacobian: s = (z, vz)
     zrow = 2
@@ -255,81 +284,75 @@ def test_bundle_step_is_the_mean_of_branches(sim):
     assert not np.allclose(J_st, np.asarray(J_fo), rtol=1e-2)
 
 
-def test_blend_weights_plain_step_and_bundle_mean(sim):
+def test_blend_weights_plain_step_and_bundle_mean(sim, step, plain):
     """``blend=b``: a triggered step returns x_plain + w (x_bar - x_plain) with
     w = clip((L / tau - 1) / b, 0, 1) from the step's load L (here strictly between 0 and 1),
     and its Jacobian is (1 - w) F_x + w J_bar (w a constant); below tau nothing bundles."""
-    x0 = jnp.array([0.102, -1.0])
     d = jax.tree_util.tree_map(lambda a: a[0], _batch(sim, [0.0], [0.0]))
-    d = d.replace(qpos=x0[:1], qvel=x0[1:])
-    plain, forces = jax.jit(lambda d: bs.control_step(sim, d, jnp.zeros(0), per_substep=True))(d)
-    load = float(jnp.max(BCG().trigger_rule.loads(sim, plain, forces)[0]))
+    d = d.replace(qpos=X0[:1], qvel=X0[1:])
+    plain_d, forces = jax.jit(lambda d: bs.control_step(sim, d, jnp.zeros(0), per_substep=True))(d)
+    load = float(jnp.max(BCG().trigger_rule.loads(sim, plain_d, forces)[0]))
     tau, b = 0.6 * load, 1.0
     w = (load / tau - 1.0) / b
     assert 0.2 < w < 0.9
-    sharp = BCG(num_branches=4, horizon=1, tau=tau, **PAPER)
-    soft = dataclasses.replace(sharp, blend=b)
+    # a triggered step's bundle mean does not depend on tau: BUNDLE (tau = 0) stands for the
+    # sharp step at this tau
+    soft = dataclasses.replace(BUNDLE, tau=tau, blend=b)
 
-    plain_step = functools.partial(_plain_step, sim)
-    mean, _ = jax.jit(lambda x: _one_step(sim, sharp, x))(x0)
-    out, trig = jax.jit(lambda x: _one_step(sim, soft, x))(x0)
+    mean, _, J_mean = step(BUNDLE, X0)
+    x_plain, J_plain = plain(X0)
+    out, trig, J_soft = step(soft, X0)
     assert int(trig) == 1
-    np.testing.assert_allclose(out, plain_step(x0) + w * (mean - plain_step(x0)), rtol=1e-9)
-    J_mean = jax.jit(jax.jacrev(lambda x: _one_step(sim, sharp, x)[0]))(x0)
-    J_plain = jax.jit(jax.jacrev(plain_step))(x0)
-    J_soft = jax.jit(jax.jacrev(lambda x: _one_step(sim, soft, x)[0]))(x0)
+    np.testing.assert_allclose(out, x_plain + w * (mean - x_plain), rtol=1e-9)
     np.testing.assert_allclose(J_soft, (1 - w) * J_plain + w * J_mean, rtol=1e-7, atol=1e-9)
     assert not np.allclose(J_mean, J_plain, rtol=1e-2)  # the blend is not trivially either
     # the default carry has no weight leaf: checkpoints of runs without a blend keep their layout
     batch = _batch(sim, [0.5], [0.0])
-    assert sharp.init(sim, batch).weight is None and soft.init(sim, batch).weight.shape == (1,)
+    assert BUNDLE.init(sim, batch).weight is None and soft.init(sim, batch).weight.shape == (1,)
     cold = dataclasses.replace(soft, tau=1.01 * load)
-    out_cold, trig_cold = jax.jit(lambda x: _one_step(sim, cold, x))(x0)
+    out_cold, trig_cold, _ = step(cold, X0)
     assert int(trig_cold) == 0
-    np.testing.assert_allclose(out_cold, plain_step(x0), rtol=1e-12)
+    np.testing.assert_allclose(out_cold, x_plain, rtol=1e-12)
 
 
-def test_plain_forward_step_has_the_plain_value_and_the_bundle_jacobian(sim):
+def test_plain_forward_step_has_the_plain_value_and_the_bundle_jacobian(step, plain):
     """One triggered step with ``forward="plain"`` returns F(x) (the plain step) and has the
     Jacobian of the bundle mean, (1/B) sum_i F_x(x + dx_i) (from ``forward="mean"``)."""
-    x0 = jnp.array([0.102, -1.0])
-    plain_step = functools.partial(_plain_step, sim)
-    mean_est = BCG(num_branches=4, horizon=1, tau=0.0, **PAPER)
-    plain_est = dataclasses.replace(mean_est, forward="plain")
-    out, trig = jax.jit(lambda x: _one_step(sim, plain_est, x))(x0)
+    x_plain, J_plain = plain(X0)
+    out, trig, J_plain_fwd = step(dataclasses.replace(BUNDLE, forward="plain"), X0)
     assert int(trig) == 1
-    assert np.array_equal(out, jax.jit(plain_step)(x0))
-    J_mean = jax.jit(jax.jacrev(lambda x: _one_step(sim, mean_est, x)[0]))(x0)
-    J_plain_fwd = jax.jit(jax.jacrev(lambda x: _one_step(sim, plain_est, x)[0]))(x0)
+    assert np.array_equal(out, x_plain)
+    J_mean = step(BUNDLE, X0)[2]
     np.testing.assert_allclose(J_plain_fwd, J_mean, rtol=1e-10, atol=1e-12)
-    assert not np.allclose(J_mean, jax.jit(jax.jacrev(plain_step))(x0), rtol=1e-2)
+    assert not np.allclose(J_mean, J_plain, rtol=1e-2)
     with pytest.raises(ValueError, match="forward"):
         BCG(forward="bundle")
 
 
-def test_branch_clip_scales_outlier_branches(sim):
+def test_branch_clip_scales_outlier_branches(sim, step, branches):
     """``branch_clip=c``: the vector-Jacobian product of a bundle step is
     sum_i clip_c(J_i^T w / B), each branch's start-state cotangent scaled to at most c times the
     median over branches (J_i by hand from the branch steps); a loose bound changes nothing."""
     from bcg.estimators.aggregation import clip_branch_cotangents
 
-    x0 = jnp.array([0.102, -1.0])
     w = jnp.array([1.0, 0.05])
-    base = BCG(num_branches=4, horizon=1, tau=0.0, **PAPER)
 
     def vjp(est):
-        return jax.jit(jax.grad(lambda x: _one_step(sim, est, x)[0] @ w))(x0)
+        return jax.jit(jax.grad(lambda x: _one_step(sim, est, x)[0] @ w))(X0)
 
-    J_i = jax.jit(jax.jacrev(lambda x: _branches(sim, base, x)[0]))(x0)  # (B, 2, 2)
-    rows = jnp.einsum("bij,i->bj", J_i, w) / 4  # each branch's cotangent J_i^T w / B
-    norms = np.linalg.norm(np.asarray(rows), axis=1)
+    J_i = branches[3]  # (B, 2, 2)
+    rows = np.einsum("bij,i->bj", J_i, np.asarray(w)) / 4  # each branch's cotangent J_i^T w / B
+    norms = np.linalg.norm(rows, axis=1)
     bound = 1.0 * np.median(norms)
     assert np.sum(norms > bound * 1.01) >= 1  # the bound acts on this bundle
-    expected = (np.asarray(rows) * np.minimum(1.0, bound / norms)[:, None]).sum(0)
-    np.testing.assert_allclose(vjp(base), np.asarray(rows).sum(0), rtol=1e-8, atol=1e-12)
-    np.testing.assert_allclose(vjp(dataclasses.replace(base, branch_clip=1.0)), expected, rtol=1e-8)
-    loose = vjp(dataclasses.replace(base, branch_clip=1e6))
-    np.testing.assert_allclose(loose, vjp(base), rtol=1e-12, atol=1e-14)
+    expected = (rows * np.minimum(1.0, bound / norms)[:, None]).sum(0)
+    unclipped = np.asarray(step(BUNDLE, X0)[2]).T @ np.asarray(w)
+    np.testing.assert_allclose(unclipped, rows.sum(0), rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(
+        vjp(dataclasses.replace(BUNDLE, branch_clip=1.0)), expected, rtol=1e-8
+    )
+    loose = vjp(dataclasses.replace(BUNDLE, branch_clip=1e6))
+    np.testing.assert_allclose(loose, unclipped, rtol=1e-12, atol=1e-14)
     # the transform itself: identity forward, rows (all leaves together) clipped backward
     t = (jnp.arange(8.0).reshape(4, 2), jnp.ones((4, 1)))
     out, back = jax.vjp(lambda t: clip_branch_cotangents(t, 2.0), t)
