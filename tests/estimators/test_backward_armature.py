@@ -20,12 +20,14 @@ from bcg.estimators.backward_armature import (
 from bcg.estimators.bcg import BCG
 
 # a hinged arm swung into the floor (stiff contact) by a motor, on a free-floating base body
-# elsewhere in the scene, so that the model has a free joint whose DOFs must stay untouched
+# elsewhere in the scene (colliding with nothing: no box-plane collision to compile), so that the
+# model has a free joint whose DOFs must stay untouched
 ARM = """<mujoco><option timestep="0.005"/>
 <worldbody><geom type="plane" size="5 5 .1"/>
 <body pos="0 0 .2"><joint name="hinge" type="hinge" axis="0 1 0" armature="{a}" damping=".05"/>
 <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" mass=".4"/></body>
-<body pos="2 0 1"><freejoint/><geom type="box" size=".1 .1 .1" mass="1"/></body>
+<body pos="2 0 1"><freejoint/>
+<geom type="box" size=".1 .1 .1" mass="1" contype="0" conaffinity="0"/></body>
 </worldbody>
 <actuator><motor joint="hinge" gear="1"/></actuator></mujoco>"""
 A = 0.02
