@@ -183,3 +183,24 @@ def test_committed_jump_policy_rebuilds_with_its_training_estimator():
     est = record.effective(run, "estimator")
     assert est["forward"] == "mean" and est["antithetic"] is False
     assert est["tau"] == 817.69 and est["capacity"] == 20
+
+
+def test_a_setting_recorded_on_its_own_is_applied_inside_the_mapping_that_now_holds_it():
+    """A record made when the G1 reward's weights were env fields of their own (``w_flight``)
+    rebuilds an env that keeps them in one ``scales`` mapping with the recorded value; a
+    record of the mapping itself is compared as a whole."""
+
+    @dataclasses.dataclass(frozen=True)
+    class Env:
+        scales: dict
+        limit: float = 1.0
+
+    env = Env(scales={"w_flight": 0.0, "w_tuck": 0.0})
+    old = {"resolved": {"env": {"w_flight": 40.0, "w_tuck": 0.0, "limit": 1.0, "gone": 3}}}
+    assert record.env_differences(old, env) == {
+        "scales": ({"w_flight": 40.0, "w_tuck": 0.0}, {"w_flight": 0.0, "w_tuck": 0.0})
+    }
+    assert record.apply_env_record(old, env).scales == {"w_flight": 40.0, "w_tuck": 0.0}
+    new = {"resolved": {"env": {"scales": {"w_flight": 2.0, "w_tuck": 1.0}, "w_flight": 9.0}}}
+    assert record.apply_env_record(new, env).scales == {"w_flight": 2.0, "w_tuck": 1.0}
+    assert record.env_differences({"resolved": {"env": {"limit": 1.0}}}, env) == {}

@@ -322,10 +322,23 @@ def to_write(run: dict) -> dict:
 
 def env_differences(run: dict, env) -> dict:
     """``{name: (recorded, built)}`` for env settings whose recorded value differs from the
-    rebuilt env's."""
-    rec = dict((run.get("resolved") or {}).get("env") or {})
+    rebuilt env's. A setting recorded on its own that the env now keeps as a key of a mapping
+    setting (the G1 reward's ``w_flight``, now in its ``scales``) is compared as that key."""
     now = env_settings(env)
+    rec = _fold_into_mappings(dict((run.get("resolved") or {}).get("env") or {}), now)
     return {k: (v, now.get(k)) for k, v in rec.items() if k in now and now[k] != v}
+
+
+def _fold_into_mappings(rec: dict, now: dict) -> dict:
+    """``rec`` with each key that ``now`` lacks but one of ``now``'s mapping settings holds
+    moved into that mapping (its other keys as ``now`` has them), unless ``rec`` records the
+    mapping itself."""
+    mappings = {k: v for k, v in now.items() if isinstance(v, dict) and k not in rec}
+    for name, current in mappings.items():
+        loose = {k: rec.pop(k) for k in list(rec) if k not in now and k in current}
+        if loose:
+            rec[name] = {**current, **loose}
+    return rec
 
 
 def apply_env_record(run: dict, env, warn=None):

@@ -102,16 +102,15 @@ def test_reward_is_maximal_on_the_reference(env):
     # action rate: servo targets jumping by the full action span cost w_action_rate
     _, moved = _data(env, k, act=env.reference_qpos[k, 7:] + env._action_map[1])
     dr = float(env.reward(dx, jnp.zeros(29), dx)) - float(env.reward(dx, jnp.zeros(29), moved))
-    assert dr == pytest.approx(env.w_action_rate, rel=1e-9)
+    assert dr == pytest.approx(env.scales["w_action_rate"], rel=1e-9)
 
 
 def test_foot_height_term_weighs_the_flight(env):
     """w_feet exp(-(h - h*)^2 / sigma_feet^2): on the reference it adds w_feet; at the flight's
     peak frame, feet 5 cm lower than the reference's cost exactly w_feet (1 - exp(-0.05^2 /
     sigma^2)) more than the other terms' loss of the same shift (the root moves with them)."""
-    import dataclasses
 
-    feet = dataclasses.replace(env, w_feet=2.0)
+    feet = env.with_scales(w_feet=2.0)
     k = int(np.argmax(env.reference.foot_height))
     assert env.reference.foot_height[k] > 0.1  # the jump's flight
     _, dx = _data(env, k)
@@ -125,9 +124,8 @@ def test_foot_height_term_weighs_the_flight(env):
 def test_flight_term_is_the_reached_share_of_the_clearance(env):
     """w_flight [h* > 5 mm] min(h / h*, 1): w_flight on the reference at the flight's peak,
     the reached share of h* with the feet 5 cm lower, and nothing in a stance frame."""
-    import dataclasses
 
-    fly = dataclasses.replace(env, w_flight=3.0)
+    fly = env.with_scales(w_flight=3.0)
     k = int(np.argmax(env.reference.foot_height))
     h = float(env.reference.foot_height[k])
     _, dx = _data(env, k)
@@ -147,9 +145,8 @@ def test_flight_term_pulls_up_a_foot_still_on_the_floor(env):
     """In a flight frame with the feet pressed 1 mm into the floor, d(flight term)/d(root z)
     is w_flight / h*: the term's gradient reaches feet that have not left the ground yet (a
     share clipped at 0 would give no gradient there)."""
-    import dataclasses
 
-    fly = dataclasses.replace(env, w_flight=3.0)
+    fly = env.with_scales(w_flight=3.0)
     k = int(np.argmax(env.reference.foot_height))
     h = float(env.reference.foot_height[k])
     _, dx = _data(env, k, z_shift=-h - 0.001)  # lowest foot 1 mm below the floor
@@ -166,9 +163,8 @@ def test_takeoff_term_asks_for_the_reference_vertical_speed(env):
     """w_takeoff: in a push-off frame (reference root rising faster than 0.3 m/s) the term is
     v_z / v*_z below v*_z, with gradient 1 / v*_z in the root's vertical speed, and 1 above;
     outside those frames it is 0 and has no gradient."""
-    import dataclasses
 
-    push = dataclasses.replace(env, w_takeoff=2.0)
+    push = env.with_scales(w_takeoff=2.0)
     vref = np.asarray(env._ref["qvel"])[:, 2]
     k = int(np.argmax(vref))
     assert vref[k] > 0.3
@@ -190,9 +186,8 @@ def test_tuck_term_rewards_the_reference_leg_retraction_even_on_the_floor(env):
     scores 1 and the same posture lowered onto the floor too (a function of the joints), and
     bending the knees changes it with a non-zero gradient while a foot is pressed into the
     floor; outside the flight frames it is 0."""
-    import dataclasses
 
-    tuck = dataclasses.replace(env, w_tuck=1.5)
+    tuck = env.with_scales(w_tuck=1.5)
     k = int(np.argmax(env.reference.foot_height))
     h = float(env.reference.foot_height[k])
     _, dx = _data(env, k)
@@ -221,9 +216,8 @@ def test_balance_term_is_the_capture_point_offset_from_the_feet(env):
     sideways keeps it (the offset is relative to the feet, unlike the root term); a root
     velocity change dv gives exp(-|dv|^2 (z / g) / sigma^2) (the capture point moves by
     dv sqrt(z / g)); in a flight frame the term is 0."""
-    import dataclasses
 
-    bal = dataclasses.replace(env, w_balance=2.0, sigma_balance=0.1)
+    bal = env.with_scales(w_balance=2.0, sigma_balance=0.1)
     assert bal.max_reward == pytest.approx(env.max_reward + 2.0)
     k = env.num_frames - 1
     assert env.reference.foot_height[k] < 0.005  # standing after the landing
@@ -251,16 +245,15 @@ def test_balance_term_is_the_capture_point_offset_from_the_feet(env):
     _, fly = _data(env, f)
     assert float(bal.tracking_errors(fly)["balance_on"]) == 0.0
     with pytest.raises(ValueError, match="sigma_balance"):
-        dataclasses.replace(env, sigma_balance=0.0)
+        env.with_scales(sigma_balance=0.0)
 
 
 def test_stance_term_is_the_feet_spread_against_the_reference(env):
     """w_stance: 1 - |d - d*| / 0.3 m with d the left-minus-right foot centre in the root's
     heading frame: 1 on the reference, unchanged by a yaw of the whole robot, and for a leg
     spread by the hip roll the share of native kinematics' spread, with a gradient."""
-    import dataclasses
 
-    st = dataclasses.replace(env, w_stance=3.0)
+    st = env.with_scales(w_stance=3.0)
     assert st.max_reward == pytest.approx(env.max_reward + 3.0)
     k = 0
     m = env.sim.mj_model

@@ -85,21 +85,24 @@ against its reference frame:
 with ``e_R^2 = |R - R*|_F^2 / 2`` (about the squared rotation angle for small errors; smooth,
 unlike the geodesic angle), body sums over the 14 tracked bodies, ``u`` the servo targets
 (``data.act`` of the servo filter, see :mod:`bcg.envs.g1.model`; the term is 0 if the model has
-no action memory). Weights: root 0.5 / 0.5, bodies 1 / 1, joints 1, velocities 0.5 / 0.5,
-action rate 0.8 (the paper's weight, on the mean over joints). ``h``: the lowest foot-sphere
-bottom (``h*`` the reference's; equal at 0 while both stand, so the term weighs the flight
-phase), ``w_feet`` 0 by default (an addition to BeyondMimic's terms). ``w_flight`` (0 by
-default, ours): only in the reference's airborne frames, the share of the reference foot
-clearance the robot reaches with both feet, linear and unclipped below (a foot pressed into the
-floor gives a small negative share) so that its gradient 1 / h* reaches the lower foot while it
-is still down. ``w_takeoff`` (0 by default, ours): only in the frames where the reference's
-root rises faster than 0.3 m/s (the push-off and the start of the flight), the share of the
-reference's vertical root speed the robot reaches, linear and unclipped below, so that its
-gradient 1 / v*_z asks the legs to push the body up through the stance contact rather than to
-lift a foot. ``w_tuck`` (0 by default, ours): in the airborne frames, how close the vertical
-distance from the lowest foot up to the root, ``z - h``, is to the reference's (linear in the
-error up to 0.2 m): the legs' retraction that turns a push-off into a flight. It is a function
-of the joints alone, so its gradient reaches the knees whether or not a foot is still down.
+no action memory). The weights ``w_*`` and the kernel widths (``sigma_*``: 0.3, 0.4, 0.3, 1.0,
+3.14 and 0.1 above are their defaults) are the env's ``scales`` mapping
+(:mod:`bcg.envs.g1.reward_scales`; :meth:`G1Tracking.with_scales`). Default weights: root 0.5 /
+0.5, bodies 1 / 1, joints 1, velocities 0.5 / 0.5, action rate 0.8 (the paper's weight, on the
+mean over joints). ``h``: the lowest foot-sphere bottom (``h*`` the reference's; equal at 0
+while both stand, so the term weighs the flight phase), ``w_feet`` 0 by default (an addition to
+BeyondMimic's terms). ``w_flight`` (0 by default, ours): only in the reference's airborne
+frames, the share of the reference foot clearance the robot reaches with both feet, linear and
+unclipped below (a foot pressed into the floor gives a small negative share) so that its
+gradient 1 / h* reaches the lower foot while it is still down. ``w_takeoff`` (0 by default,
+ours): only in the frames where the reference's root rises faster than 0.3 m/s (the push-off and
+the start of the flight), the share of the reference's vertical root speed the robot reaches,
+linear and unclipped below, so that its gradient 1 / v*_z asks the legs to push the body up
+through the stance contact rather than to lift a foot. ``w_tuck`` (0 by default, ours): in the
+airborne frames, how close the vertical distance from the lowest foot up to the root, ``z - h``,
+is to the reference's (linear in the error up to 0.2 m): the legs' retraction that turns a
+push-off into a flight. It is a function of the joints alone, so its gradient reaches the knees
+whether or not a foot is still down.
 ``w_balance`` (0 by default, ours): in the frames where the reference stands (``h* <= 5 mm``),
 the horizontal offset of the root's capture point ``xi = p_xy + v_xy sqrt(z / g)`` (the linear
 inverted pendulum's, Pratt et al., 2006) from the centre ``f`` of the foot spheres, against the
@@ -129,6 +132,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import warnings
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -141,6 +145,7 @@ from bcg.envs.g1 import clips as g1clips
 from bcg.envs.g1 import model as g1m
 from bcg.envs.g1 import randomization as g1r
 from bcg.envs.g1.randomization import Randomization
+from bcg.envs.g1.reward_scales import pop_scales, resolve_scales
 from bcg.sim.model import Sim
 from bcg.sim.step import make_data, quat_mul
 
@@ -220,27 +225,9 @@ class G1Tracking(ContactEnv):
     randomization: Randomization = dataclasses.field(default_factory=Randomization.none)
     min_height: float = 0.3
     action_margin: float = 0.3
-    w_root_pos: float = 0.5
-    w_root_rot: float = 0.5
-    w_body_pos: float = 1.0
-    w_body_rot: float = 1.0
-    w_joint: float = 1.0
-    w_lin_vel: float = 0.5
-    w_ang_vel: float = 0.5
-    w_action_rate: float = 0.8
-    sigma_pos: float = 0.3
-    sigma_rot: float = 0.4
-    sigma_joint: float = 0.3
-    sigma_lin_vel: float = 1.0
-    sigma_ang_vel: float = 3.14
-    w_feet: float = 0.0
-    sigma_feet: float = 0.1
-    w_flight: float = 0.0
-    w_takeoff: float = 0.0
-    w_tuck: float = 0.0
-    w_balance: float = 0.0
-    sigma_balance: float = 0.1  # m
-    w_stance: float = 0.0
+    # the reward's weights w_* and kernel widths sigma_* (bcg.envs.g1.reward_scales): a partial
+    # mapping is completed with the defaults
+    scales: Mapping[str, float] = dataclasses.field(default_factory=dict)
     reward_type: str = "tracking"  # "tracking" | "add" (module docstring)
     actions: str = "absolute"  # "absolute" | "residual" (module docstring)
     residual_scale: float = 0.5  # rad, actions="residual"
@@ -251,7 +238,6 @@ class G1Tracking(ContactEnv):
     observe_command: bool = False  # observe the last sent command (module docstring)
     feet_error_limit: float | None = None  # m: terminate when |h - h*| exceeds it (docstring)
     velocity_feedforward: float = 0.0  # c: residual targets + c (kd / kp) qdot* (docstring)
-    w_add: float = 1.0
     discriminator: g1add.Discriminator = dataclasses.field(default_factory=g1add.Discriminator)
 
     def __post_init__(self):
@@ -277,8 +263,7 @@ class G1Tracking(ContactEnv):
                 )
         if not 0.0 <= self.start_focus_prob <= 1.0:
             raise ValueError(f"start_focus_prob must be in [0, 1], got {self.start_focus_prob!r}")
-        if not self.sigma_balance > 0:
-            raise ValueError(f"sigma_balance must be > 0, got {self.sigma_balance!r}")
+        object.__setattr__(self, "scales", resolve_scales(self.scales))
         if not self.residual_scale > 0:
             raise ValueError(f"residual_scale must be > 0, got {self.residual_scale!r}")
         if self.feet_error_limit is not None and not self.feet_error_limit > 0:
@@ -292,6 +277,11 @@ class G1Tracking(ContactEnv):
         fps = 1.0 / self.sim.control_dt
         if abs(self.clip.fps - fps) > 1e-6:
             raise ValueError(f"clip at {self.clip.fps} fps, the control rate is {fps} Hz")
+
+    def with_scales(self, **named: float) -> G1Tracking:
+        """This env with the reward scales ``named`` changed (``env.with_scales(w_flight=40)``),
+        the others kept."""
+        return dataclasses.replace(self, scales={**self.scales, **named})
 
     # ------------------------------------------------------------------ reference data
 
@@ -537,25 +527,27 @@ class G1Tracking(ContactEnv):
             "body_pos_error": jnp.mean(jnp.linalg.norm(xb - xr, axis=-1)),
             "feet": (low - href) ** 2,
         }
-        if self.w_flight:  # (Python branch: without the term the traced program is unchanged)
+        if self.scales[
+            "w_flight"
+        ]:  # (Python branch: without the term the traced program is unchanged)
             share = jnp.minimum(low / jnp.maximum(href, 1e-3), 1.0)
             out["flight"] = jnp.where(href > FLIGHT_CLEARANCE, share, 0.0)
-        if self.w_tuck:
+        if self.scales["w_tuck"]:
             gap = (data.qpos[2] - low) - (ref["qpos"][k, 2] - href)
             share = 1.0 - jnp.minimum(jnp.abs(gap) / TUCK_SCALE, 1.0)
             out["tuck"] = jnp.where(href > FLIGHT_CLEARANCE, share, 0.0)
-        if self.w_takeoff:
+        if self.scales["w_takeoff"]:
             vref = ref["qvel"][k, 2]
             share = jnp.minimum(data.qvel[2] / jnp.maximum(vref, 1e-3), 1.0)
             out["takeoff"] = jnp.where(vref > TAKEOFF_SPEED, share, 0.0)
-        if self.w_balance:
+        if self.scales["w_balance"]:
             feet = self.foot_geom_ids
             d = self._capture_point(xb[0], data.qvel) - kin.geom_xpos[feet, :2].mean(0)
             d_ref = self._capture_point(xr[0], ref["qvel"][k]) - ref["feet_xy"][k]
             err = jnp.sum((d - d_ref) ** 2)
             out["balance"] = jnp.where(href > FLIGHT_CLEARANCE, 0.0, err)
             out["balance_on"] = (href <= FLIGHT_CLEARANCE).astype(err.dtype)
-        if self.w_stance:
+        if self.scales["w_stance"]:
             feet = self.foot_geom_ids
             half = len(feet) // 2
             lr = kin.geom_xpos[feet[:half], :2].mean(0) - kin.geom_xpos[feet[half:], :2].mean(0)
@@ -600,11 +592,11 @@ class G1Tracking(ContactEnv):
         f_ref = feats(xr, Rr, ref["qpos"][k], ref["qvel"][k]).astype(f.dtype)
         scale = np.concatenate(
             [
-                np.full(3 + 3 * (nb - 1), self.sigma_pos),
-                np.full(6 * nb, self.sigma_rot),
-                np.full(self.sim.mj_model.nu, self.sigma_joint),
-                np.full(3, self.sigma_lin_vel),
-                np.full(3, self.sigma_ang_vel),
+                np.full(3 + 3 * (nb - 1), self.scales["sigma_pos"]),
+                np.full(6 * nb, self.scales["sigma_rot"]),
+                np.full(self.sim.mj_model.nu, self.scales["sigma_joint"]),
+                np.full(3, self.scales["sigma_lin_vel"]),
+                np.full(3, self.scales["sigma_ang_vel"]),
             ]
         )
         return f, f_ref, jnp.asarray(scale, f.dtype)
@@ -645,58 +637,58 @@ class G1Tracking(ContactEnv):
                     "(reward_params), which only a learner that trains the discriminator "
                     "passes (SHAC); PPO, BPTT and plain_step need reward='tracking'"
                 )
-            r = self.w_add * self.reward_model.reward(
+            r = self.scales["w_add"] * self.reward_model.reward(
                 reward_params, self.reward_model_input(next_data)
             )
             if self.sim.mj_model.na:
-                r = r - self.w_action_rate * self._action_rate(data, next_data)
+                r = r - self.scales["w_action_rate"] * self._action_rate(data, next_data)
             return r
         e = self.tracking_errors(next_data)
         r = (
-            self.w_root_pos * jnp.exp(-e["root_pos"] / self.sigma_pos**2)
-            + self.w_root_rot * jnp.exp(-e["root_rot"] / self.sigma_rot**2)
-            + self.w_body_pos * jnp.exp(-e["body_pos"] / self.sigma_pos**2)
-            + self.w_body_rot * jnp.exp(-e["body_rot"] / self.sigma_rot**2)
-            + self.w_joint * jnp.exp(-e["joint"] / self.sigma_joint**2)
-            + self.w_lin_vel * jnp.exp(-e["lin_vel"] / self.sigma_lin_vel**2)
-            + self.w_ang_vel * jnp.exp(-e["ang_vel"] / self.sigma_ang_vel**2)
-            + self.w_feet * jnp.exp(-e["feet"] / self.sigma_feet**2)
+            self.scales["w_root_pos"] * jnp.exp(-e["root_pos"] / self.scales["sigma_pos"] ** 2)
+            + self.scales["w_root_rot"] * jnp.exp(-e["root_rot"] / self.scales["sigma_rot"] ** 2)
+            + self.scales["w_body_pos"] * jnp.exp(-e["body_pos"] / self.scales["sigma_pos"] ** 2)
+            + self.scales["w_body_rot"] * jnp.exp(-e["body_rot"] / self.scales["sigma_rot"] ** 2)
+            + self.scales["w_joint"] * jnp.exp(-e["joint"] / self.scales["sigma_joint"] ** 2)
+            + self.scales["w_lin_vel"] * jnp.exp(-e["lin_vel"] / self.scales["sigma_lin_vel"] ** 2)
+            + self.scales["w_ang_vel"] * jnp.exp(-e["ang_vel"] / self.scales["sigma_ang_vel"] ** 2)
+            + self.scales["w_feet"] * jnp.exp(-e["feet"] / self.scales["sigma_feet"] ** 2)
         )
-        if self.w_flight:
-            r = r + self.w_flight * e["flight"]
-        if self.w_takeoff:
-            r = r + self.w_takeoff * e["takeoff"]
-        if self.w_tuck:
-            r = r + self.w_tuck * e["tuck"]
-        if self.w_balance:
-            r = r + self.w_balance * e["balance_on"] * jnp.exp(
-                -e["balance"] / self.sigma_balance**2
+        if self.scales["w_flight"]:
+            r = r + self.scales["w_flight"] * e["flight"]
+        if self.scales["w_takeoff"]:
+            r = r + self.scales["w_takeoff"] * e["takeoff"]
+        if self.scales["w_tuck"]:
+            r = r + self.scales["w_tuck"] * e["tuck"]
+        if self.scales["w_balance"]:
+            r = r + self.scales["w_balance"] * e["balance_on"] * jnp.exp(
+                -e["balance"] / self.scales["sigma_balance"] ** 2
             )
-        if self.w_stance:
-            r = r + self.w_stance * e["stance"]
+        if self.scales["w_stance"]:
+            r = r + self.scales["w_stance"] * e["stance"]
         if self.sim.mj_model.na:
-            r = r - self.w_action_rate * self._action_rate(data, next_data)
+            r = r - self.scales["w_action_rate"] * self._action_rate(data, next_data)
         return r
 
     @property
     def max_reward(self) -> float:
         if self.reward_type == "add":
             cap = g1add.REWARD_CAP if self.discriminator.loss == "logistic" else 1.0
-            return self.w_add * cap
+            return self.scales["w_add"] * cap
         return (
-            self.w_root_pos
-            + self.w_root_rot
-            + self.w_body_pos
-            + self.w_body_rot
-            + self.w_joint
-            + self.w_lin_vel
-            + self.w_ang_vel
-            + self.w_feet
-            + self.w_flight
-            + self.w_takeoff
-            + self.w_tuck
-            + self.w_balance
-            + self.w_stance
+            self.scales["w_root_pos"]
+            + self.scales["w_root_rot"]
+            + self.scales["w_body_pos"]
+            + self.scales["w_body_rot"]
+            + self.scales["w_joint"]
+            + self.scales["w_lin_vel"]
+            + self.scales["w_ang_vel"]
+            + self.scales["w_feet"]
+            + self.scales["w_flight"]
+            + self.scales["w_takeoff"]
+            + self.scales["w_tuck"]
+            + self.scales["w_balance"]
+            + self.scales["w_stance"]
         )
 
     def terminated(self, data):
@@ -751,9 +743,12 @@ def g1_tracking(
     ``reward``: ``"tracking"`` (default) or ``"add"`` (:mod:`bcg.envs.g1.add`, SHAC only);
     ``discriminator``: the ADD network settings (a :class:`Discriminator` or a dict of its
     fields); ``config``: the model options (a :class:`G1Config` or a dict of its fields, e.g.
-    ``--param 'env.config={"kp_scale": 2.5}'``)."""
+    ``--param 'env.config={"kp_scale": 2.5}'``); the reward's scales by name (``w_flight=40``)
+    or as a ``scales`` mapping (:mod:`bcg.envs.g1.reward_scales`), checked before the model
+    is built."""
     if reward not in REWARDS:
         raise ValueError(f"unknown G1 reward {reward!r}; choose from {', '.join(REWARDS)}")
+    kw["scales"] = resolve_scales(kw.pop("scales", None), **pop_scales(kw))
     if isinstance(discriminator, dict):
         bad = set(discriminator) - {f.name for f in dataclasses.fields(g1add.Discriminator)}
         if bad:
