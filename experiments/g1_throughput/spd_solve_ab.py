@@ -1,13 +1,21 @@
-"""Probe (issue 43): SHAC iterations of the G1 jump recipe with MJX's own mass-matrix and
-Newton-Hessian solves ("before") and with :func:`bcg.sim.spd_solve.spd_solve` ("after"), from
-the same seed, compiled in one process and timed interleaved.
+"""Probe (issue 43): SHAC iterations of the G1 jump recipe with the physics' backward pass as it
+was before issue 43 and as it is now, from the same seed, compiled in one process and timed
+interleaved. Variants (``--variants``, the first is the reference):
+
+* ``mjx-solves``: MJX's own mass-matrix and Newton-Hessian solves, the line search
+  differentiated through its iterations (the code before issue 43);
+* ``spd-solves``: :func:`bcg.sim.spd_solve.spd_solve` for those solves, the line search still
+  differentiated through (commit 628dd22);
+* ``today``: today's :func:`bcg.sim.solver.differentiable_solver` (spd solves, the line search
+  out of the reverse pass with its step differentiated implicitly).
 
     python experiments/g1_throughput/spd_solve_ab.py [--recipe recipes/g1_jump.toml]
-        [--iterations 4] [--num-envs 64] [--json OUT]
+        [--iterations 4] [--num-envs 64] [--variants mjx-solves,today] [--json OUT]
 
-Prints per variant: compile time, median seconds per iteration, env-steps/s, and per iteration
-the largest relative difference of the metrics between the variants (the same mathematics:
-only rounding may differ).
+Prints per variant: compile time, median seconds per iteration (iterations after the first),
+env-steps/s, its speed-up over the first variant, and per iteration the largest relative
+difference of the metrics from the first variant (the same mathematics: only rounding, and
+the line search's tolerance, may differ).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ def main():
     p.add_argument("--iterations", type=int, default=4)
     p.add_argument("--num-envs", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--variants", default="mjx-solves,today")
     p.add_argument("--json", default=None)
     a = p.parse_args()
     from bcg.cli.jax_setup import device_line, setup_jax
@@ -35,22 +44,37 @@ def main():
     from bcg.learners import harness, registry
     from bcg.learners.recipe import recipe_options
     from bcg.learners.run_config import prepare_run
-    from bcg.sim import mjx_compat, step
-    from bcg.sim.solver import scan_solve
+    from bcg.sim import mjx_compat, solver, step
 
     print(device_line(), flush=True)
 
-    @contextlib.contextmanager
-    def mjx_linear_solves():  # the code before the change: only the solver loop swapped
-        new = step.differentiable_solver
-        step.differentiable_solver = lambda: mjx_compat.solver_replaced(scan_solve)
-        try:
-            yield
-        finally:
-            step.differentiable_solver = new
+    def swapped(*args, **kw):  # step.differentiable_solver replaced while a variant is traced
+        @contextlib.contextmanager
+        def ctx():
+            today = step.differentiable_solver
+            step.differentiable_solver = lambda: mjx_compat.solver_replaced(*args, **kw)
+            try:
+                yield
+            finally:
+                step.differentiable_solver = today
 
+        return ctx
+
+    through = solver.scan_solve  # MJX's line search, differentiated through its iterations
+    contexts = {
+        "mjx-solves": swapped(through),
+        "spd-solves": swapped(
+            through, solve_m=solver.solve_m, update_gradient=solver.update_gradient
+        ),
+        "today": contextlib.nullcontext,
+    }
+    names = a.variants.split(",")
+    unknown = [n for n in names if n not in contexts]
+    if unknown or len(names) < 2:
+        p.error(f"--variants: two or more of {', '.join(contexts)}; got {a.variants!r}")
     variants = {}
-    for name, ctx in (("before", mjx_linear_solves), ("after", contextlib.nullcontext)):
+    for name in names:
+        ctx = contexts[name]
         run, _ = prepare_run(recipe_options(a.recipe, estimator=a.estimator, num_envs=a.num_envs))
         _, learner = registry.build(run)
         state, _ = harness.compile_iteration(learner, learner.init(jax.random.PRNGKey(a.seed)))
@@ -74,16 +98,18 @@ def main():
             jax.block_until_ready(v["state"])
             v["times"].append(time.perf_counter() - t0)
             v["metrics"].append({k: float(x) for k, x in jax.device_get(m).items()})
-        b, f = variants["before"]["metrics"][-1], variants["after"]["metrics"][-1]
-        worst = max(
-            (abs(b[k] - f[k]) / max(abs(b[k]), 1e-6), k) for k in b if k in f and k != "time"
-        )
-        print(
-            f"iteration {i}: before {variants['before']['times'][-1]:.2f} s, after "
-            f"{variants['after']['times'][-1]:.2f} s; largest relative metric difference "
-            f"{worst[0]:.2e} ({worst[1]})",
-            flush=True,
-        )
+        ref = variants[names[0]]["metrics"][-1]
+        line = []
+        for name in names[1:]:
+            got = variants[name]["metrics"][-1]
+            worst = max(
+                (abs(ref[k] - got[k]) / max(abs(ref[k]), 1e-6), k)
+                for k in ref
+                if k in got and k != "time"
+            )
+            line.append(f"{name} vs {names[0]}: {worst[0]:.2e} ({worst[1]})")
+        times = ", ".join(f"{n} {variants[n]['times'][-1]:.2f} s" for n in names)
+        print(f"iteration {i}: {times}; largest relative metric difference: {'; '.join(line)}")
     out = {"device": device_line(), "recipe": a.recipe, "num_envs": a.num_envs}
     for name, v in variants.items():
         ts = sorted(v["times"][1:] or v["times"])
@@ -96,8 +122,10 @@ def main():
             "metrics": v["metrics"],
         }
         print(f"{name}: median {med:.2f} s per iteration, {v['steps'] / med:.1f} env-steps/s")
-    ratio = out["before"]["median_iteration_s"] / out["after"]["median_iteration_s"]
-    print(f"speed-up {ratio:.2f}x")
+    for name in names[1:]:
+        ratio = out[names[0]]["median_iteration_s"] / out[name]["median_iteration_s"]
+        out[name]["speedup_vs_" + names[0]] = ratio
+        print(f"{name}: {ratio:.2f}x {names[0]}'s speed")
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(out, fh, indent=2)

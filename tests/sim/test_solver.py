@@ -45,3 +45,61 @@ def test_scan_solver_is_reverse_differentiable():
     fd = (f(1.5 + h) - f(1.5 - h)) / (2 * h)
     assert np.isfinite(g)
     np.testing.assert_allclose(g, fd, rtol=1e-4)
+
+
+# a hinge arm with friction loss swung into the floor beside a box resting on it: contacts,
+# joint friction and a free body in one small scene
+ARM_BOX = """<mujoco><option timestep="0.005"/>
+<worldbody><geom type="plane" size="5 5 .1"/>
+<body pos="0 0 .2"><joint name="h" type="hinge" axis="0 1 0" damping=".05" frictionloss=".02"/>
+<geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" mass=".4"/></body>
+<body pos="0.5 0 .11"><freejoint/><geom type="box" size=".1 .1 .1" mass="1"/></body>
+</worldbody><actuator><motor joint="h" gear="1"/></actuator></mujoco>"""
+
+
+def test_fixed_step_line_search_keeps_the_values_and_the_gradient(monkeypatch):
+    """The solver's line search out of the backward pass (``fixed_step_linesearch``, the
+    default): the values are MJX's bit for bit; the step's derivative by the implicit function
+    theorem gives the gradient through the line search's iterations (and finite differences)
+    even with one solver iteration, far from converged, where a frozen step misses
+    ``(d alpha) s``."""
+    import functools
+
+    from bcg.sim import solver
+
+    sim = bs.load(ARM_BOX, stiffness="stiff", solver_iterations=1, name="arm_box")
+    d = bs.make_data(sim)
+    d = d.replace(
+        qpos=d.qpos.at[0].set(0.62), qvel=d.qvel.at[0].set(3.0).at[3].set(0.3).at[5].set(-1.0)
+    )
+    w = jax.random.normal(jax.random.PRNGKey(0), (2 * sim.nv,))
+
+    def f(v):
+        out = bs.control_step(sim, d.replace(qvel=v), jnp.array([0.5]))[0]
+        return jnp.dot(w, jnp.concatenate([out.qvel, out.qpos[: sim.nv]]))
+
+    frozen = functools.partial(solver.fixed_step_linesearch, implicit=False)
+    solves = {
+        "default": solver.scan_solve_fixed_step,
+        "through": lambda m, dd: solver.scan_solve(m, dd),  # MJX's line search, differentiated
+        "frozen": lambda m, dd: solver.scan_solve(m, dd, linesearch=frozen),
+    }
+    results = {}
+    for name, solve in solves.items():
+        monkeypatch.setattr(solver, "scan_solve_fixed_step", solve)
+        v, g = jax.jit(jax.value_and_grad(f))(d.qvel)
+        results[name] = (float(v), np.asarray(g))
+    monkeypatch.undo()
+    f_jit = jax.jit(f)
+    h = 1e-6
+    fd = np.array(
+        [
+            (f_jit(d.qvel.at[i].add(h)) - f_jit(d.qvel.at[i].add(-h))) / (2 * h)
+            for i in range(sim.nv)
+        ]
+    )
+    (v0, g0), (v1, g1), (v2, g2) = (results[k] for k in ("through", "default", "frozen"))
+    assert v0 == v1 == v2
+    np.testing.assert_allclose(g0, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(g1, g0, rtol=1e-8, atol=1e-10)
+    assert np.linalg.norm(g2 - g0) > 1e-3 * np.linalg.norm(g0)  # the frozen step is off here

@@ -115,6 +115,11 @@ def full_mass_matrix(m, d) -> jax.Array:
     return _support.full_m(m, d)
 
 
+def mul_m(m, d, x) -> jax.Array:
+    """``M x`` with the mass matrix of ``d`` (MJX's ``support.mul_m``)."""
+    return _support.mul_m(m, d, x)
+
+
 def constraint_rows(d) -> tuple[jax.Array, jax.Array]:
     """The constraint Jacobian ``efc_J`` (nefc, nv) and the regularised inverse constraint
     mass diagonal ``efc_D`` (nefc,) of ``d``."""

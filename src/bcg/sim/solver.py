@@ -8,11 +8,17 @@ body is a no-op once converged (MJX's own line search uses the same device). Its
 ``opt.iterations`` solver iterations per physics step whatever the convergence (under ``vmap``
 both sides of the no-op ``cond`` run), so keep ``iterations`` small: 1 to 8.
 
+Its line search (a zoom of up to ``opt.ls_iterations`` steps) is left out of the reverse pass:
+the step size's derivative comes from the implicit function theorem at the step it found
+(:func:`fixed_step_linesearch`), so the gradient is the one through the iterations (to the
+line search's tolerance) at the cost of one evaluation of the cost's slope.
+
 :func:`differentiable_solver` swaps it in while a step is traced.
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import mujoco
 
@@ -30,9 +36,12 @@ from bcg.sim.spd_solve import spd_solve
 MAX_SCAN_ITERATIONS = 8
 
 
-def scan_solve(m, d):
-    """MJX ``solve`` with its while loop replaced by a fixed-length scan (see module doc)."""
+def scan_solve(m, d, linesearch=None):
+    """MJX ``solve`` with its while loop replaced by a fixed-length scan (see module doc);
+    ``linesearch(m, d, ctx)``: the line search of each iteration (default MJX's,
+    :func:`fixed_step_linesearch` leaves its iterations out of the backward pass)."""
     S = _mjx_solver
+    linesearch = linesearch or S._linesearch
 
     def cond(ctx):
         improvement = S._rescale(m, d, ctx.prev_cost - ctx.cost)
@@ -43,7 +52,7 @@ def scan_solve(m, d):
         return ~done
 
     def body(ctx):
-        ctx = S._linesearch(m, d, ctx)
+        ctx = linesearch(m, d, ctx)
         prev_grad, prev_mgrad = ctx.grad, ctx.Mgrad
         ctx = S._update_constraint(m, d, ctx)
         ctx = S._update_gradient(m, d, ctx)
@@ -76,6 +85,66 @@ def scan_solve(m, d):
     )
 
 
+def _slope(m, d, ctx, alpha):
+    """``(phi'(alpha), phi''(alpha))`` of the line search's cost ``phi(alpha) = cost(qacc + alpha
+    s)`` along ``s = ctx.search``: MJX's quadratics and evaluation point (pyramidal cones),
+    differentiable in everything but the active set."""
+    S = _mjx_solver
+    s = ctx.search
+    efc_j, efc_d = C.constraint_rows(d)
+    mv, jv = C.mul_m(m, d, s), efc_j @ s
+    quad_gauss = jnp.stack(
+        (ctx.gauss, jnp.dot(s, ctx.Ma) - jnp.dot(s, d.qfrc_smooth), 0.5 * jnp.dot(s, mv))
+    )
+    quad = jnp.stack((0.5 * ctx.Jaref * ctx.Jaref, jv * ctx.Jaref, 0.5 * jv * jv))
+    point = S._LSPoint.create(m, d, ctx, alpha, jv, (quad * efc_d).T, quad_gauss, 0, 0, 0, 0)
+    return point.deriv_0, point.deriv_1
+
+
+def fixed_step_linesearch(m, d, ctx, implicit: bool = True):
+    """MJX's line search, its iterations left out of the reverse pass.
+
+    The solver iteration moves ``qacc' = qacc + alpha s`` (and ``Ma``, ``Jaref`` along ``M s``
+    and ``J s``) with ``alpha`` from a zoom line search. The forward values here are MJX's, bit
+    for bit; the derivative of ``alpha`` is that of the exact minimiser of ``phi(alpha) =
+    cost(qacc + alpha s)`` (the implicit function theorem on ``phi'(alpha) = 0``):
+
+        d alpha = -(d phi')(alpha) / phi''(alpha)          (implicit=True)
+        d alpha = 0                                         (implicit=False: a frozen step)
+
+    and ``d qacc' = d qacc + alpha d s + (d alpha) s`` (likewise ``Ma``, ``Jaref``). A frozen
+    step leaves out ``(d alpha) s``, which vanishes only where the solver has converged
+    (``s = 0``). Pyramidal cones only (the quadratics of :func:`_slope`)."""
+    if m.opt.cone == ConeType.ELLIPTIC:
+        raise NotImplementedError("fixed_step_linesearch: pyramidal cones only")
+    sg = jax.lax.stop_gradient
+    new = _mjx_solver._linesearch(sg(m), sg(d), sg(ctx))
+    search = ctx.search
+    step = new.qacc - sg(ctx.qacc)  # improved * alpha * s
+    norm2 = jnp.dot(sg(search), sg(search))
+    alpha = sg(jnp.where(norm2 > 0, jnp.dot(step, sg(search)) / jnp.where(norm2 > 0, norm2, 1), 0))
+    tangent = jnp.zeros_like(alpha)  # value 0, derivative d alpha
+    if implicit:
+        slope, curvature = _slope(m, d, ctx, alpha)
+        ok = (alpha != 0) & (sg(curvature) > 0)
+        tangent = jnp.where(ok, -(slope - sg(slope)) / jnp.where(ok, sg(curvature), 1), 0)
+    efc_j, _ = C.constraint_rows(d)
+
+    def moved(value, start, direction):  # the value forward, d start + alpha d s + d alpha s
+        return (
+            sg(value)
+            + (start - sg(start))
+            + alpha * (direction - sg(direction))
+            + tangent * sg(direction)
+        )
+
+    return ctx.replace(
+        qacc=moved(new.qacc, ctx.qacc, search),
+        Ma=moved(new.Ma, ctx.Ma, C.mul_m(m, d, search)),
+        Jaref=moved(new.Jaref, ctx.Jaref, efc_j @ search),
+    )
+
+
 def solve_m(m, d, x):
     """MJX's ``smooth.solve_m`` (``M^{-1} x``): for a dense mass matrix through
     :func:`bcg.sim.spd_solve.spd_solve` (same values, a backward pass without the Cholesky
@@ -102,8 +171,17 @@ def update_gradient(m, d, ctx):
     return ctx.replace(grad=grad, Mgrad=spd_solve((h + h.T) * 0.5, grad))
 
 
+def scan_solve_fixed_step(m, d):
+    """:func:`scan_solve` with :func:`fixed_step_linesearch` (the line search's iterations out
+    of the backward pass, its step differentiated implicitly); MJX's line search for elliptic
+    cones."""
+    if m.opt.cone == ConeType.ELLIPTIC:
+        return scan_solve(m, d)
+    return scan_solve(m, d, linesearch=fixed_step_linesearch)
+
+
 def differentiable_solver():
-    """Context: within it, MJX steps traced in this thread use :func:`scan_solve`, and their
-    linear solves with the mass matrix and the Newton Hessian use :func:`solve_m` and
-    :func:`update_gradient` (a guarded swap, :func:`bcg.sim.mjx_compat.solver_replaced`)."""
-    return solver_replaced(scan_solve, solve_m=solve_m, update_gradient=update_gradient)
+    """Context: within it, MJX steps traced in this thread use :func:`scan_solve_fixed_step`,
+    and their linear solves with the mass matrix and the Newton Hessian use :func:`solve_m`
+    and :func:`update_gradient` (a guarded swap, :func:`bcg.sim.mjx_compat.solver_replaced`)."""
+    return solver_replaced(scan_solve_fixed_step, solve_m=solve_m, update_gradient=update_gradient)
