@@ -117,6 +117,8 @@ def resting_mass():
     )
 
 
+# two report compiles (~120 s cold); the chunk bounds and keys are tested fast above
+@pytest.mark.slow
 def test_report_gradients_do_not_depend_on_chunking(resting_mass):
     p, est = resting_mass, bundle_everywhere()
     args = (

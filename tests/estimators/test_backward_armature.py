@@ -105,6 +105,8 @@ def test_backward_armature_is_validated(bad):
         E.make("analytic", backward_armature=bad)
 
 
+# four rollout/VJP compiles (~200 s cold); the surrogate VJP and the DOF mask are tested fast
+@pytest.mark.slow
 def test_forward_is_the_true_model_and_gradient_the_heavier_chain(sims):
     light, heavy = sims
     val, qT, g = _grad(light, E.make("analytic", backward_armature=A))

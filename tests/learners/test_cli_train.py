@@ -40,12 +40,18 @@ def _check_run_dir(run):
     assert set(ev) == {"initial", "final"}
 
 
-def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
-    run = tmp_path / "run"
+def _train_toy(run):
+    """``bcg train`` of the toy task: 2 iterations, a checkpoint each; returns the argv."""
     argv = ["train", "--task", "toy", "--learner", "shac", "--estimator", "analytic"]
     argv += [*TINY, "--iterations", "2", "--checkpoint-every", "1", "--run-dir", str(run)]
     argv += ["--eval-episodes", "2", "--float64", "--quiet"]
     assert cli.main(argv) == 0
+    return argv
+
+
+def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = _train_toy(run)
     _check_run_dir(run)
     out = capsys.readouterr().out
     assert "eval final" in out and "iteration 2" in out
@@ -80,6 +86,42 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
     rows = (run / "metrics.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["1", "2", "3"]
 
+    # only the environment states differ in shape (e.g. the env now carries per-environment
+    # draws): everything else comes from the checkpoint, the environments are the template's
+    import dataclasses
+
+    from bcg.learners.harness import restore_checkpoint
+
+    saved = load_state(run / "checkpoints" / "2")[2]
+    E = saved.env.step.shape[0]
+    env = saved.env._replace(step=saved.env.step + 100, episode_return=jnp.full((E, 2), 7.0))
+    zero_actor = jax.tree_util.tree_map(jnp.zeros_like, saved.actor)
+    tmpl = dataclasses.replace(saved, actor=zero_actor, env=env)
+    got = restore_checkpoint(run, tmpl, 2, strict=True)[0]
+    pairs = zip(
+        jax.tree_util.tree_leaves(got.actor), jax.tree_util.tree_leaves(saved.actor), strict=True
+    )
+    for a, b in pairs:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step) + 100)
+    assert got.env.episode_return.shape == (E, 2)
+    # the same on --resume (not strict); with equal shapes the environments are restored
+    got = restore_checkpoint(run, tmpl, 2)[0]
+    np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step) + 100)
+    for a, b in zip(*(jax.tree_util.tree_leaves(x.actor) for x in (got, saved)), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    same = dataclasses.replace(saved, actor=zero_actor, env=saved.env._replace(step=env.step))
+    got = restore_checkpoint(run, same, 2)[0]
+    np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step))
+
+
+# five trainings in a chain (~150 s cold); one training, eval and --resume are tested fast above
+@pytest.mark.slow
+def test_cli_stages_start_from_a_checkpoint_or_a_packed_policy(toy_task, tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = _train_toy(run)
+    capsys.readouterr()
+    rows = (run / "metrics.csv").read_text().splitlines()
     # a second stage from checkpoint 2: starts from that state (its deterministic evaluation
     # with the same seed is the first stage's final one) and continues the env-step count
     stage = tmp_path / "stage2"
@@ -122,33 +164,6 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
     bad = [*argv2[:-1], str(run), "--run-dir", str(tmp_path / "bad"), "--actor-hidden", "4"]
     assert cli.main(bad) == 2
     assert "holds a different learner state" in capsys.readouterr().err
-    # only the environment states differ in shape (e.g. the env now carries per-environment
-    # draws): everything else comes from the checkpoint, the environments are the template's
-    import dataclasses
-
-    from bcg.learners.harness import restore_checkpoint
-
-    saved = load_state(run / "checkpoints" / "2")[2]
-    E = saved.env.step.shape[0]
-    env = saved.env._replace(step=saved.env.step + 100, episode_return=jnp.full((E, 2), 7.0))
-    zero_actor = jax.tree_util.tree_map(jnp.zeros_like, saved.actor)
-    tmpl = dataclasses.replace(saved, actor=zero_actor, env=env)
-    got = restore_checkpoint(run, tmpl, 2, strict=True)[0]
-    pairs = zip(
-        jax.tree_util.tree_leaves(got.actor), jax.tree_util.tree_leaves(saved.actor), strict=True
-    )
-    for a, b in pairs:
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step) + 100)
-    assert got.env.episode_return.shape == (E, 2)
-    # the same on --resume (not strict); with equal shapes the environments are restored
-    got = restore_checkpoint(run, tmpl, 2)[0]
-    np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step) + 100)
-    for a, b in zip(*(jax.tree_util.tree_leaves(x.actor) for x in (got, saved)), strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    same = dataclasses.replace(saved, actor=zero_actor, env=saved.env._replace(step=env.step))
-    got = restore_checkpoint(run, same, 2)[0]
-    np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step))
 
 
 @pytest.mark.parametrize(

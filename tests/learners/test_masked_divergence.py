@@ -55,6 +55,8 @@ def _leaves(t):
     return [np.asarray(x) for x in jax.tree_util.tree_leaves(t)]
 
 
+# a SHAC compile (~100 s cold); BPTT's masking and the shared guard are tested fast
+@pytest.mark.slow
 def test_shac_drops_the_diverged_environment_and_applies_the_others_gradient():
     env = _env()
     learner = SHAC(env, E.make("analytic"), CFG, iterations=10)

@@ -62,7 +62,8 @@ def user_dir(tmp_path, monkeypatch):
 def test_import_path_task_trains_evaluates_and_exports(user_dir, capsys):
     pytest.importorskip("jax2onnx")
     argv = ["train", "--task", "userbot:make_env", "--param", "env.target=0.25"]
-    argv += ["--learner", "shac", "--estimator", "bcg", *TINY, "--iterations", "2"]
+    # analytic: BCG's training compile is tested by tests/learners/test_example.py
+    argv += ["--learner", "shac", "--estimator", "analytic", *TINY, "--iterations", "2"]
     argv += ["--run-dir", "run", "--eval-episodes", "0", "--quiet"]
     assert cli.main(argv) == 0
     capsys.readouterr()

@@ -67,6 +67,9 @@ def _triangular_solves(loss, qvel, u) -> int:
     return str(jax.make_jaxpr(jax.grad(lambda v: loss(v, u)[0]))(qvel)).count("triangular_solve")
 
 
+# two contact-step gradient compiles (~100 s cold); spd_solve is tested fast against JAX's
+# Cholesky rule and finite differences, and in a control step by tests/sim/test_solver.py
+@pytest.mark.slow
 def test_control_step_gradient_equals_the_one_through_mjx_linear_solves(monkeypatch):
     """In contact (feet on the floor, Newton, damping integrated implicitly by Euler): the
     same next state and the same gradient as with MJX's own mass-matrix and Hessian solves."""
