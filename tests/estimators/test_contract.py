@@ -27,9 +27,11 @@ EXTRA = ["user_estimator:make_clipped"]  # import paths of estimators outside th
 # parameters for the contract where the defaults smooth on purpose: a smoothing estimator
 # agrees with the true gradient of a smooth problem in the limit of small smoothing
 PARAMS = {"global-bundle": {"sigma": 1e-5}}
-# variants of an estimator the fast suite already holds to the contract (``bcg``) or that no
-# training recipe uses: each costs a 2-3 minute compile here, so they run with --full
-FULL_ONLY = {"bcg-stein", "global-bundle"}
+# variants of an estimator the fast suite already holds to the contract (``bcg``), that no
+# training recipe uses, or the user-written one (the fast suite runs it in ``bcg grad`` and
+# ``bcg train``, tests/learners/test_user_task.py): each costs a 1-3 minute compile here, so
+# they run with --full
+FULL_ONLY = {"bcg-stein", "global-bundle", "user_estimator:make_clipped"}
 
 # A free-floating ball with a hinged arm and a motor. Free flight: 1 m above the floor. Soft
 # contact: dropped from 7 cm onto MuJoCo's default contact (20 ms time constant), landing in the
