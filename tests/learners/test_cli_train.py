@@ -115,7 +115,7 @@ def test_cli_train_and_eval_toy(toy_task, tmp_path, capsys):
     np.testing.assert_array_equal(np.asarray(got.env.step), np.asarray(saved.env.step))
 
 
-# five trainings in a chain (~150 s cold); one training, eval and --resume are tested fast above
+# four trainings in a chain (~150 s cold); one training, eval and --resume are tested fast above
 @pytest.mark.slow
 def test_cli_stages_start_from_a_checkpoint_or_a_packed_policy(toy_task, tmp_path, capsys):
     run = tmp_path / "run"
