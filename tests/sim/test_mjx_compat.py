@@ -124,6 +124,36 @@ def test_solver_swap_is_scoped_and_guarded():
         C.solver_internals.solve = original
 
 
+def test_the_traced_step_is_reused_only_under_the_same_swapped_solver(monkeypatch):
+    """control_step traces MJX's step once per model, layout and swapped-in solver: a second
+    trace under the same solver reuses it (the solver is not called again), a trace under
+    another solver traces the step anew with that solver."""
+    import bcg.sim as bs
+    from bcg.sim import step as step_module
+    from bcg.sim.solver import scan_solve_fixed_step
+
+    sim = bs.load(BALL, stiffness="soft", name="swap-cache-ball")
+    calls = []
+
+    def counting(m, d):
+        calls.append(1)
+        return scan_solve_fixed_step(m, d)
+
+    def trace():
+        jax.make_jaxpr(lambda d: bs.control_step(sim, d, jnp.zeros(0)))(bs.make_data(sim))
+
+    trace()  # today's differentiable solver
+    monkeypatch.setattr(step_module, "differentiable_solver", lambda: C.solver_replaced(counting))
+    trace()
+    assert len(calls) == 1  # not the step traced under the other solver
+    trace()
+    assert len(calls) == 1  # the same solver: the traced step is reused
+    monkeypatch.undo()
+    with C.solver_replaced(counting):  # what the key holds outside the block: nothing
+        assert C.swapped_functions() == (("solve", counting),)
+    assert C.swapped_functions() == ()
+
+
 TENDON_XML = """
 <mujoco>
   <worldbody>

@@ -189,6 +189,12 @@ def active_solve():
     return _solver.solve
 
 
+def swapped_functions() -> tuple:
+    """The functions swapped in now, as a hashable key ``((name, function), ...)``; empty
+    outside :func:`solver_replaced` (a cache key for programs that trace MJX's step)."""
+    return tuple(sorted(_swap_active.items(), key=lambda kv: kv[0]))
+
+
 def active_internal(name: str):
     """The function MJX calls right now for one of the swappable internals (tests)."""
     mod, attr = _SWAPPABLE[name]

@@ -6,6 +6,7 @@ carry information between steps, every other field is recomputed by ``mjx.step``
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import jax
@@ -34,6 +35,19 @@ def make_data(sim: Sim, qpos=None, qvel=None) -> mjx.Data:
     return d
 
 
+@functools.partial(jax.jit, static_argnames="swapped")
+def _physics_step(m, d: mjx.Data, swapped: tuple) -> tuple[mjx.Data, jax.Array]:
+    """One MJX physics step and its contact slots' normal forces (ncon,).
+
+    Jitted on its own so that JAX traces (and differentiates) the step once per model, data
+    layout and swapped-in solver (``swapped``, :func:`bcg.sim.mjx_compat.swapped_functions`,
+    only a cache key): every later use in a program of the process, such as the branches of a
+    bundle or another estimator's rollout, reuses the traced step, and XLA inlines it.
+    """
+    d = mjx_compat.same_dtypes(mjx.step(m, d), d)  # a scan carry keeps its types
+    return d, contact_normal_forces(m, d)
+
+
 def control_step(
     sim: Sim, d: mjx.Data, ctrl, *, per_substep: bool = False
 ) -> tuple[mjx.Data, jax.Array]:
@@ -55,8 +69,7 @@ def control_step(
         d = d.replace(qvel=d.qvel + jnp.asarray(sim.push_at(d), d.qvel.dtype))
 
     def body(dd, _):
-        dd = mjx_compat.same_dtypes(mjx.step(m, dd), dd)  # a scan carry keeps its types
-        return dd, contact_normal_forces(m, dd)
+        return _physics_step(m, dd, swapped=mjx_compat.swapped_functions())
 
     ncon = mjx_compat.num_contact_slots(d)
     with differentiable_solver():
