@@ -329,12 +329,26 @@ def test_plain_forward_step_has_the_plain_value_and_the_bundle_jacobian(step, pl
         BCG(forward="bundle")
 
 
+def test_clip_branch_cotangents_is_the_identity_forward_and_clips_rows_backward():
+    """The transform behind ``branch_clip=c``: identity forward; backward, each branch's row
+    (all leaves together) scaled to at most c times the median row norm."""
+    from bcg.estimators.aggregation import clip_branch_cotangents
+
+    t = (jnp.arange(8.0).reshape(4, 2), jnp.ones((4, 1)))
+    out, back = jax.vjp(lambda t: clip_branch_cotangents(t, 2.0), t)
+    assert all(np.array_equal(a, b) for a, b in zip(out, t, strict=True))
+    g = (jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [30.0, 40.0]]), jnp.zeros((4, 1)))
+    ((ga, gb),) = back(g)
+    np.testing.assert_allclose(ga[3], [1.2, 1.6])  # norm 50 -> 2 x median 1
+    np.testing.assert_allclose(ga[:3], g[0][:3])
+    assert np.array_equal(gb, g[1])
+
+
+@pytest.mark.slow  # two more BCG step compiles for an option no recipe uses; the transform is fast
 def test_branch_clip_scales_outlier_branches(sim, step, branches):
     """``branch_clip=c``: the vector-Jacobian product of a bundle step is
     sum_i clip_c(J_i^T w / B), each branch's start-state cotangent scaled to at most c times the
     median over branches (J_i by hand from the branch steps); a loose bound changes nothing."""
-    from bcg.estimators.aggregation import clip_branch_cotangents
-
     w = jnp.array([1.0, 0.05])
 
     def vjp(est):
@@ -353,15 +367,6 @@ def test_branch_clip_scales_outlier_branches(sim, step, branches):
     )
     loose = vjp(dataclasses.replace(BUNDLE, branch_clip=1e6))
     np.testing.assert_allclose(loose, unclipped, rtol=1e-12, atol=1e-14)
-    # the transform itself: identity forward, rows (all leaves together) clipped backward
-    t = (jnp.arange(8.0).reshape(4, 2), jnp.ones((4, 1)))
-    out, back = jax.vjp(lambda t: clip_branch_cotangents(t, 2.0), t)
-    assert all(np.array_equal(a, b) for a, b in zip(out, t, strict=True))
-    g = (jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [30.0, 40.0]]), jnp.zeros((4, 1)))
-    ((ga, gb),) = back(g)
-    np.testing.assert_allclose(ga[3], [1.2, 1.6])  # norm 50 -> 2 x median 1
-    np.testing.assert_allclose(ga[:3], g[0][:3])
-    assert np.array_equal(gb, g[1])
 
 
 @pytest.mark.parametrize("perturb", ["limb", "chain"])

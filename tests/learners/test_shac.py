@@ -27,10 +27,9 @@ TINY = SHACConfig(
 )
 
 
-def test_gradient_is_cut_at_reset():
-    """Episodes of 3 steps: the reward at window step 4 (second episode) has exactly zero
-    derivative w.r.t. the actions of steps 0-2 (first episode), and a non-zero one w.r.t.
-    step 3 (same episode)."""
+def _reward4_gradient(checkpoint=True):
+    """Episodes of 3 steps, a closed-loop table policy over a 6-step window of 2 envs: the
+    gradient of the reward at window step 4 w.r.t. the table, and the trajectory."""
     env = toy_env(episode_length=3)
     est = E.make("analytic")
     s0 = reset(env, est, jax.random.PRNGKey(0), 2)
@@ -38,21 +37,31 @@ def test_gradient_is_cut_at_reset():
     def policy(table, obs, t, k):
         return table[t] + 0.1 * obs[:, :1]  # closed loop: the state feeds back too
 
-    def r4(table, checkpoint=True):
+    def r4(table):
         _, traj = rollout(
             env, est, policy, table, s0, jax.random.PRNGKey(1), 6, checkpoint=checkpoint
         )
         assert traj.truncated.shape == (6, 2)
         return jnp.sum(traj.rewards[4]), traj
 
-    table = 0.3 * jnp.ones((6, 2, 1))
-    g, traj = jax.grad(r4, has_aux=True)(table)
+    return jax.grad(r4, has_aux=True)(0.3 * jnp.ones((6, 2, 1)))
+
+
+def test_gradient_is_cut_at_reset():
+    """The reward at window step 4 (second episode) has exactly zero derivative w.r.t. the
+    actions of steps 0-2 (first episode), and a non-zero one w.r.t. step 3 (same episode)."""
+    g, traj = _reward4_gradient()
     assert bool(traj.truncated[2].all()) and not bool(traj.truncated[3].any())
     np.testing.assert_array_equal(g[:3], 0.0)
     assert np.all(np.abs(g[3:5]) > 1e-8)
-    # what the backward pass stores (here: a checkpoint policy) changes the program only
+
+
+@pytest.mark.slow  # a second rollout gradient compile; the default checkpointing is tested fast
+def test_a_checkpoint_policy_changes_the_program_only():
+    """What the backward pass stores (here: a checkpoint policy) leaves the gradient as it is."""
     save_dots = jax.checkpoint_policies.dots_with_no_batch_dims_saveable
-    g_dots, _ = jax.grad(lambda t: r4(t, save_dots), has_aux=True)(table)
+    g, _ = _reward4_gradient()
+    g_dots, _ = _reward4_gradient(save_dots)
     np.testing.assert_allclose(g_dots, g, rtol=1e-12, atol=1e-15)
 
 
