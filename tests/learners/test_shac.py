@@ -77,10 +77,8 @@ def test_shac_actor_gradient_matches_finite_differences():
     actor = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), state.actor)
     key = jax.random.PRNGKey(4)
 
-    def loss(p):
-        return learner.actor_loss(p, state, key)[0]
-
-    g = jax.grad(loss)(actor)
+    loss = jax.jit(lambda p: learner.actor_loss(p, state, key)[0])  # one program, not op by op
+    g = jax.jit(jax.grad(loss))(actor)
     rng = np.random.default_rng(0)
     d = jax.tree_util.tree_map(lambda x: jnp.asarray(rng.normal(size=x.shape)), actor)
     eps = 1e-5
@@ -239,8 +237,8 @@ def test_per_env_actor_gradients_sum_to_the_actor_gradient():
     learner = SHAC(env, E.make("analytic"), TINY, iterations=10)
     state = learner.init(jax.random.PRNGKey(3))
     key = jax.random.PRNGKey(4)
-    per_env = learner.per_env_actor_gradients(state, key)
-    full = jax.grad(lambda p: learner.actor_loss(p, state, key)[0])(state.actor)
+    per_env = jax.jit(learner.per_env_actor_gradients)(state, key)
+    full = jax.jit(jax.grad(lambda p: learner.actor_loss(p, state, key)[0]))(state.actor)
     summed = jax.tree_util.tree_map(lambda x: x.sum(0), per_env)
     leaves_sum, leaves_full = jax.tree_util.tree_leaves(summed), jax.tree_util.tree_leaves(full)
     for a, b in zip(leaves_sum, leaves_full, strict=True):  # float32 networks
@@ -249,9 +247,9 @@ def test_per_env_actor_gradients_sum_to_the_actor_gradient():
     assert all(x.shape[0] == TINY.num_envs for x in leaves)
     assert not all(np.allclose(x[0], x[1]) for x in leaves)  # different environments differ
     # one reverse pass with stacked parameters == E reverse passes (jax.jacrev)
-    by_jacobian, stats = learner.per_env_actor_gradients(
-        state, key, method="jacobian", return_stats=True
-    )
+    by_jacobian, stats = jax.jit(
+        lambda s, k: learner.per_env_actor_gradients(s, k, method="jacobian", return_stats=True)
+    )(state, key)
     for a, b in zip(leaves, jax.tree_util.tree_leaves(by_jacobian), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
     assert stats.bundled.shape == () and int(stats.overflow) == 0  # summed over the window
